@@ -36,8 +36,8 @@ import tomllib
 from dataclasses import dataclass, field
 
 from geval_client import RewardClient
-from geval_server.audit.server_process import JudgeServer
 from geval_server.audit.stats import Correlation, dataset_correlation, grouped_correlation
+from geval_server.launcher import running_server
 from geval_server.rubrics import PRESET_DIR
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -298,8 +298,7 @@ def main() -> None:
         address = args.target
         if address is None:
             write_no_steps_rubrics(presets, pathlib.Path(folder))
-            serve_args = ["--rubrics", folder, "--port", "0", *shlex.split(args.serve_args)]
-            address = stack.enter_context(JudgeServer(serve_args)).address
+            address = stack.enter_context(running_server("--rubrics", folder, *shlex.split(args.serve_args)))
         client = stack.enter_context(RewardClient(address, timeout=1800))
         info = client.info()
         missing = sorted({p + NO_STEPS_SUFFIX for p in presets} - {r.name for r in info.rubrics})

@@ -21,6 +21,10 @@ from typing import Iterator
 READY = re.compile(r"geval-reward: ready on (\S+):(\d+)")
 
 
+class ServerStartError(RuntimeError):
+    """The server exited or did not report ready; the message holds its log's tail."""
+
+
 def start_server(
     log_path: pathlib.Path, *serve_args: str, timeout_s: float = 900.0
 ) -> tuple[subprocess.Popen, str]:
@@ -38,12 +42,12 @@ def start_server(
             return process, f"{match.group(1)}:{match.group(2)}"
         if process.poll() is not None:
             stop_server(process)  # reaps what it started before dying
-            raise RuntimeError(
+            raise ServerStartError(
                 f"server exited with {process.returncode}; log {log_path}:\n{log_path.read_text()[-4000:]}"
             )
         time.sleep(0.5)
     stop_server(process)
-    raise RuntimeError(f"server not ready after {timeout_s:.0f}s; log {log_path}")
+    raise ServerStartError(f"server not ready after {timeout_s:.0f}s; log {log_path}")
 
 
 def stop_server(process: subprocess.Popen, grace_s: float = 60.0) -> None:

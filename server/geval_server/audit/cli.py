@@ -11,10 +11,10 @@ import sys
 
 from geval_client import RewardServerError
 
+from ..launcher import ServerStartError
 from .inputs import FORMATS, Columns, InputError
 from .runner import EXIT_ERROR, AuditConfig, AuditError, AuditOutcome, run_audit
 from .scoring import ServerUnavailable
-from .server_process import ServerStartError
 from .store import OutputMismatch
 
 

@@ -13,11 +13,11 @@ from typing import Iterator
 
 from geval_client import RewardClient
 
+from ..launcher import running_server
 from .checks import JUDGE_METRIC, Checks, run_checks
 from .inputs import AuditRow, Columns, RowError, check_columns, parse_rows, read_records
 from .report import RunContext, build_sections, to_html, to_markdown
 from .scoring import ScoringOptions, score_rows
-from .server_process import JudgeServer
 from .store import ItemStore
 
 EXIT_OK, EXIT_GATE, EXIT_ERROR = 0, 1, 2
@@ -83,12 +83,9 @@ def reward_client(config: AuditConfig) -> Iterator[RewardClient]:
         with RewardClient(config.target, timeout=config.timeout_s, token=config.token) as client:
             yield client
         return
-    args = list(config.serve_args)
-    if "--port" not in args and not any(a.startswith("--port=") for a in args):
-        args += ["--port", "0"]
-    print(f"audit: starting the judge server (geval-reward serve {' '.join(args)})", file=sys.stderr)
-    with (JudgeServer(args) as server,
-          RewardClient(server.address, timeout=config.timeout_s, token=config.token) as client):
+    print(f"audit: starting the judge server (geval-reward serve {' '.join(config.serve_args)})", file=sys.stderr)
+    with (running_server(*config.serve_args) as address,
+          RewardClient(address, timeout=config.timeout_s, token=config.token) as client):
         yield client
 
 

@@ -133,13 +133,16 @@ def main() -> None:
     parser.add_argument("--server", help="address of a running server (default: start the embedded judge)")
     parser.add_argument("--port", default="0", help="port for the server this script starts (default: any free one)")
     parser.add_argument("--out", type=pathlib.Path, default=HERE / "injection_results.md")
+    parser.add_argument("--keep-score-claims", action="store_true",
+                        help="start the server with --keep-score-claims: the judge reads completions as written")
     args = parser.parse_args()
 
     corpus = load_corpus(args.corpus)
     base = load_base_items(args.docs, args.rubric.removeprefix("summeval-"))
     started = time.monotonic()
     with contextlib.ExitStack() as stack:
-        address = args.server or stack.enter_context(running_server("--port", args.port))
+        serve_args = ["--port", args.port] + (["--keep-score-claims"] if args.keep_score_claims else [])
+        address = args.server or stack.enter_context(running_server(*serve_args))
         client = stack.enter_context(RewardClient(address, timeout=3600))
         info = client.info()
         rubric = next(r for r in info.rubrics if r.name == args.rubric)
@@ -148,6 +151,7 @@ def main() -> None:
         clean_masses: list[float] = []
         shifts: dict[str, list[float]] = defaultdict(list)
         errors: dict[str, list[str]] = defaultdict(list)
+        blanked = 0  # items with a corpus entry in which the server blanked a score claim
         for record in base:
             summary = record["system_output"]
             completions = [summary] + [e.apply(summary, a) for e, a in zip(corpus, attacks)]
@@ -163,6 +167,7 @@ def main() -> None:
                     errors[entry.id].append(result.error.message)
                 else:
                     shifts[entry.id].append(result.reward - results[0].reward)
+                    blanked += result.score_claims_removed > 0
     elapsed = time.monotonic() - started
 
     rows = [(e.id, e.category, e.position, Shifts(shifts[e.id])) for e in corpus if shifts[e.id]]
@@ -182,6 +187,8 @@ def main() -> None:
         f"{len(corpus)} corpus entries; {elapsed:.0f} s; {time.strftime('%Y-%m-%d')}.",
         f"Clean reward: mean {statistics.mean(clean_rewards):.3f}, "
         f"range {min(clean_rewards):.3f}-{max(clean_rewards):.3f}; label mass {statistics.mean(clean_masses):.2f}.",
+        f"Score claims (`Coherence: 5`) blanked by the server in {blanked} of "
+        f"{sum(len(v) for v in shifts.values())} items with a corpus entry (controls included).",
         "shift = reward(with injection) - reward(clean), reward in [0, 1]; `rose` = share of items whose reward went up.",
         "",
     ]

@@ -1,5 +1,7 @@
 """Fakes for unit tests of pure logic (never for the engine or the server)."""
 
+import asyncio
+import math
 import re
 
 
@@ -24,3 +26,17 @@ class SpaceDigitTokenizer:
 
     def __len__(self):
         return len(self.vocab)
+
+
+class RecordingEngine:
+    """Answers every request with equal label probabilities and records its prompt."""
+
+    max_model_len = 100_000
+
+    def __init__(self):
+        self.prompts: list[list[int]] = []
+
+    async def token_logprobs(self, prompt_ids, token_ids):
+        self.prompts.append(list(prompt_ids))
+        await asyncio.sleep(0)
+        return {t: math.log(0.1) for t in token_ids}

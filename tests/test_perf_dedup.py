@@ -4,30 +4,15 @@ engine in token order so items that share a prompt sit side by side for vLLM's
 prefix cache. The real engine's speed is measured in benchmarks/, not here."""
 
 import asyncio
-import math
 
 import pytest
 
 from geval_server.judge import Judge
 from geval_server.prompts import JudgeInput
 from geval_server.rubrics import load_rubrics
-from tests.fakes import SpaceDigitTokenizer
+from tests.fakes import RecordingEngine, SpaceDigitTokenizer
 
 RUBRIC = "summeval-coherence"
-
-
-class RecordingEngine:
-    """Answers every request with equal label probabilities and records its prompt."""
-
-    max_model_len = 100_000
-
-    def __init__(self):
-        self.prompts: list[list[int]] = []
-
-    async def token_logprobs(self, prompt_ids, token_ids):
-        self.prompts.append(list(prompt_ids))
-        await asyncio.sleep(0)
-        return {t: math.log(0.1) for t in token_ids}
 
 
 @pytest.fixture

@@ -41,6 +41,9 @@ def _add_serve(commands) -> None:
     serve.add_argument("--demo", action="store_true", help="score a few example pairs once ready")
     serve.add_argument("--no-semscore", dest="semscore", action="store_false",
                        help="do not serve SemScore (rubric 'semscore'), saving its embedding model's memory")
+    serve.add_argument("--keep-score-claims", dest="remove_score_claims", action="store_false",
+                       help="judge completions as written: do not blank score claims such as 'Coherence: 5' "
+                            "(on by default: small judges copy them)")
     access = serve.add_argument_group("access")
     access.add_argument("--auth-token-file", type=pathlib.Path,
                         help="require `authorization: Bearer <token>` on every call but health checks; "
@@ -108,6 +111,7 @@ def main(argv: list[str] | None = None) -> None:
             limits=Limits(max_items=args.max_items_per_request, max_field_chars=args.max_field_chars),
             max_pending_items=args.max_pending_items, max_message_bytes=args.max_message_mb * 1024 * 1024,
             shutdown_grace_s=args.shutdown_grace_s, semscore=args.semscore,
+            remove_score_claims=args.remove_score_claims,
         )
         sys.exit(asyncio.run(serve(config)))
     elif args.command == "audit":

@@ -9,6 +9,7 @@ engine next to each other and its prefix cache computes that prefix once.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from enum import Enum
@@ -18,6 +19,7 @@ from .engine import JudgeEngine
 from .labels import LabelVocabulary, ScoreSlot, find_score_slot
 from .prompts import JudgeInput, PromptBuilder, PromptParts, Tokenization, form_text
 from .rubrics import Rubric
+from .score_claims import ScoreClaimRedactor
 from .semscore import reward_from_cosine
 from .scoring import NoLabelMass, ScoreEstimate, estimate, estimate_from_samples, label_probs_from_logprobs, weighted_reward
 
@@ -69,6 +71,7 @@ class ItemOutcome:
     reward: float = 0.0
     scores: list[RubricScore] = field(default_factory=list)
     failure: ItemFailure | None = None
+    score_claims_removed: int = 0
 
 
 class Judge:
@@ -80,6 +83,7 @@ class Judge:
         judge_model: str,
         low_confidence_below: float,
         semscorer=None,
+        redactor: ScoreClaimRedactor | None = None,
     ) -> None:
         self.engine = engine
         self.tokenization = tokenization
@@ -87,6 +91,7 @@ class Judge:
         self.judge_model = judge_model
         self.low_confidence_below = low_confidence_below
         self.semscorer = semscorer  # SemScore beside the judge, when served
+        self.redactor = redactor  # blanks score claims in completions; None keeps them
 
     @property
     def needs_reference(self) -> dict[str, bool]:
@@ -105,14 +110,18 @@ class Judge:
         rubrics: dict[str, Rubric],
         low_confidence_below: float,
         semscorer=None,
+        remove_score_claims: bool = True,
     ) -> "Judge":
-        """Freezes each rubric: evaluation steps (generated where missing), score slot, prefix."""
+        """Freezes each rubric: evaluation steps (generated where missing), score slot, prefix.
+        remove_score_claims: blank `Criterion: 5` claims in completions (score_claims.py)."""
         tokenization = Tokenization(tokenizer)
         vocabulary = LabelVocabulary(tokenization)
         completed = await asyncio.gather(
             *(ensure_steps(engine, tokenization, judge_model, r) for r in rubrics.values())
         )
         served = {}
+        # Removing claims changes what the judge reads, so it is part of the layout's hash.
+        policy = "score-claims-removed" if remove_score_claims else "score-claims-kept"
         for rubric in completed:
             slot = find_score_slot(
                 tokenization, vocabulary, form_text(tokenization, rubric), rubric.scale.labels
@@ -122,9 +131,10 @@ class Judge:
                 rubric=rubric,
                 slot=slot,
                 builder=builder,
-                content_hash=rubric.content_hash(judge_model, builder.layout_fingerprint()),
+                content_hash=rubric.content_hash(judge_model, f"{builder.layout_fingerprint()}:{policy}"),
             )
-        return cls(engine, tokenization, served, judge_model, low_confidence_below, semscorer)
+        redactor = ScoreClaimRedactor(r.criterion for r in completed) if remove_score_claims and completed else None
+        return cls(engine, tokenization, served, judge_model, low_confidence_below, semscorer, redactor)
 
     def _prompt(self, index: int, item: JudgeInput, served: ServedRubric) -> list[int]:
         parts: PromptParts = served.builder.build(item)
@@ -172,11 +182,12 @@ class Judge:
             if isinstance(item, ItemFailure):
                 outcomes[index].failure = item
                 continue
+            judged = self._without_score_claims(item, outcomes[index])
             for position, (name, _) in enumerate(selection):
                 if name == SEMSCORE:
                     continue
                 try:
-                    ids = self._prompt(index, item, self.rubrics[name])
+                    ids = self._prompt(index, judged, self.rubrics[name])
                 except ItemFailure as failure:
                     outcomes[index].failure = failure
                     break
@@ -212,6 +223,12 @@ class Judge:
                 outcome.reward = weighted_reward([s.estimate.reward for s in outcome.scores], weights)
         return outcomes
 
+    def _without_score_claims(self, item: JudgeInput, outcome: ItemOutcome) -> JudgeInput:
+        """The item as the judge reads it; SemScore keeps the completion as written."""
+        if self.redactor is None:
+            return item
+        completion, outcome.score_claims_removed = self.redactor.redact(item.completion)
+        return dataclasses.replace(item, completion=completion) if outcome.score_claims_removed else item
 
     async def _semscores(self, items, outcomes: list[ItemOutcome]) -> dict[int, RubricScore]:
         """SemScore of every item still in the running, in one embedding batch off the event loop."""

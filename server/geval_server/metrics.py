@@ -31,6 +31,12 @@ ENGINE_CANCELLED = Counter(
     "Engine requests cancelled by a client cancel or deadline (vLLM aborts them)", registry=REGISTRY,
 )
 
+SCORE_CLAIMS_REMOVED = Counter(
+    "geval_score_claims_removed",
+    "Score claims (`Coherence: 5`) blanked in completions: a policy learning to write them shows here",
+    registry=REGISTRY,
+)
+
 
 def serve_metrics(port: int, host: str, engine_in_flight: Callable[[], int]) -> None:
     ENGINE_REQUESTS.set_function(engine_in_flight)

@@ -52,6 +52,7 @@ class ServeConfig:
     max_message_bytes: int = MAX_MESSAGE_BYTES
     shutdown_grace_s: float = 30.0
     semscore: bool = True
+    remove_score_claims: bool = True
 
 
 async def start_judge(config: ServeConfig) -> Judge:
@@ -71,7 +72,8 @@ async def start_judge(config: ServeConfig) -> Judge:
         semscorer = SemScorer()
         log.info("serving SemScore as rubric 'semscore' with %s", semscorer.description)
     return await Judge.prepare(
-        engine, tokenizer, config.model, rubrics, config.low_confidence_below, semscorer
+        engine, tokenizer, config.model, rubrics, config.low_confidence_below, semscorer,
+        remove_score_claims=config.remove_score_claims,
     )
 
 

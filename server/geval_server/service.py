@@ -134,12 +134,15 @@ class _Refused(Exception):
 def _record(outcomes: list[ItemOutcome]) -> None:
     for outcome in outcomes:
         metrics.ITEMS.labels(outcome.failure.code if outcome.failure else "OK").inc()
+        metrics.SCORE_CLAIMS_REMOVED.inc(outcome.score_claims_removed)
         for score in outcome.scores:
             metrics.LABEL_MASS.labels(score.rubric).observe(score.estimate.label_mass)
 
 
 def _result(item_id: str, outcome: ItemOutcome) -> reward_pb2.ItemResult:
-    result = reward_pb2.ItemResult(id=item_id, scores=[_score(s) for s in outcome.scores])
+    result = reward_pb2.ItemResult(
+        id=item_id, scores=[_score(s) for s in outcome.scores], score_claims_removed=outcome.score_claims_removed
+    )
     if outcome.failure is None:
         result.reward = outcome.reward
     else:

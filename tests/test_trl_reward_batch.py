@@ -74,8 +74,8 @@ def test_a_missing_or_bad_column_is_named():
         build_batch(["P", "P"], ["c"], None, {})
 
 
-def result(reward=None, label_mass=0.9, low=False, error=None):
-    item = reward_pb2.ItemResult()
+def result(reward=None, label_mass=0.9, low=False, error=None, claims=0):
+    item = reward_pb2.ItemResult(score_claims_removed=claims)
     if error:
         item.error.CopyFrom(reward_pb2.ItemError(code=reward_pb2.ERROR_CODE_INVALID_ARGUMENT, message=error))
     else:
@@ -93,7 +93,7 @@ def test_diagnostics_from_a_batch_with_references():
     columns = {"reference": ["R1", "R1", "R1", "R2"]}
     batch = build_batch(["P1"] * 3 + ["P2"], ["a", "bb", "ccc", "dddd"], None, columns, reference_column="reference")
     results = [
-        result(0.2, label_mass=0.8), result(0.6, label_mass=0.4, low=True), result(0.9, label_mass=0.6),
+        result(0.2, label_mass=0.8), result(0.6, label_mass=0.4, low=True), result(0.9, label_mass=0.6, claims=2),
         result(error="scripted"),
         result(0.5),  # reference R1
         result(0.3),  # reference R2, whose only completion failed
@@ -101,6 +101,7 @@ def test_diagnostics_from_a_batch_with_references():
     metrics = batch_metrics(batch, results, latency_s=1.5)
     assert metrics["latency_s"] == 1.5
     assert metrics["failed_share"] == 0.25
+    assert metrics["score_claim_share"] == 0.25
     assert metrics["label_mass"] == pytest.approx(0.6)
     assert metrics["low_confidence_share"] == pytest.approx(1 / 3)
     assert metrics["self_preference_share"] == pytest.approx(2 / 3)
@@ -111,7 +112,7 @@ def test_diagnostics_from_a_batch_with_references():
 def test_diagnostics_leave_out_what_cannot_be_measured():
     batch = build_batch(["P", "P"], ["a", "b"], None, {})
     metrics = batch_metrics(batch, [result(0.5), result(error="x")], latency_s=0.1)
-    assert set(metrics) == {"latency_s", "failed_share", "label_mass", "low_confidence_share"}
+    assert set(metrics) == {"latency_s", "failed_share", "score_claim_share", "label_mass", "low_confidence_share"}
 
 
 @pytest.mark.parametrize("seed", range(5))

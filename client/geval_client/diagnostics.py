@@ -4,6 +4,8 @@
   not answering the question); low_confidence_share: share of (item, rubric)
   scores the server flagged.
 - failed_share: completions that got no reward (None).
+- score_claim_share: completions in which the server blanked a score claim
+  (`Coherence: 5`); rising, it shows the policy learning to write its own score.
 - latency_s: wall time of the scoring call, retries included.
 - self_preference_share / self_preference_margin: share of completions scored
   above their human reference, and the mean reward margin over it (only when a
@@ -30,7 +32,11 @@ def batch_metrics(
     """Only metrics with enough data appear: no NaN placeholders."""
     rewards = rewards_of(results, batch.completions)
     scored = [i for i, reward in enumerate(rewards) if reward is not None]
-    metrics = {"latency_s": latency_s, "failed_share": 1 - len(scored) / batch.completions}
+    metrics = {
+        "latency_s": latency_s,
+        "failed_share": 1 - len(scored) / batch.completions,
+        "score_claim_share": float(np.mean([r.score_claims_removed > 0 for r in results[: batch.completions]])),
+    }
     scores = [score for i in scored for score in results[i].scores]
     if scores:
         metrics["label_mass"] = float(np.mean([s.label_mass for s in scores]))

@@ -7,7 +7,12 @@ A second batch has duplicate completions in each group (4 distinct summaries,
 each twice): the server scores identical items once, so it costs about as much
 as its 32 distinct items.
 
-    python benchmarks/bench_grpo.py [--port 50403]
+Prefix-cache hits come in whole KV blocks, so the part of a group's shared
+prefix past its last full block is computed again for every completion.
+--block-sizes 32,128 adds a caching-on run per KV block size (vLLM's CPU
+default is 128 tokens) to see what that costs.
+
+    python benchmarks/bench_grpo.py [--port 50403] [--block-sizes 32,128]
 """
 
 from __future__ import annotations
@@ -32,22 +37,30 @@ def batches(docs: list[h.Doc]) -> tuple[list[dict], list[dict], list[dict]]:
     return warm, distinct, duplicated
 
 
-async def measure(port: int, caching: bool, named: dict[str, list[dict]], warm: list[dict]) -> dict[str, h.Timed]:
-    args = () if caching else ("--no-prefix-caching",)
+async def measure(
+    port: int, caching: bool, named: dict[str, list[dict]], warm: list[dict], block_size: int | None = None
+) -> dict[str, h.Timed]:
+    args = [] if caching else ["--no-prefix-caching"]
+    label = f"caching {'on' if caching else 'off'}"
+    if block_size is not None:
+        args += ["--engine-arg", f"block_size={block_size}"]
+        label += f", block {block_size}"
     measured = {}
-    with h.geval_server(port, *args, log_name=f"bench_grpo-caching-{'on' if caching else 'off'}") as (address, pid):
+    with h.geval_server(port, *args, log_name=f"bench_grpo-{label.replace(', ', '-').replace(' ', '-')}") as (address, pid):
         await h.score_concurrently(address, [warm], 1)
         for name, items in named.items():
             async with h.timed([pid]) as t:
                 await h.score_concurrently(address, [items], 1)
             measured[name] = t
-            print(f"caching {'on' if caching else 'off'}, {name}: {t.seconds:.1f} s ({t.cpu_seconds:.1f} CPU s)", flush=True)
+            print(f"{label}, {name}: {t.seconds:.1f} s ({t.cpu_seconds:.1f} CPU s)", flush=True)
     return measured
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=50403)
+    parser.add_argument("--block-sizes", type=lambda s: [int(b) for b in s.split(",")], default=[],
+                        help="also run caching on with these KV block sizes (tokens), e.g. 32,128")
     args = parser.parse_args()
     info = h.machine()
     warm, distinct, duplicated = batches(h.summeval_docs())
@@ -58,6 +71,7 @@ def main() -> None:
     once = list({(i["prompt"], i["completion"]): i for i in named[TWICE]}.values())
     on = asyncio.run(measure(args.port, True, named, warm))
     off = asyncio.run(measure(args.port, False, {**named, ONCE: once}, warm))
+    by_block = {b: asyncio.run(measure(args.port, True, {DISTINCT: distinct}, warm, b)) for b in args.block_sizes}
 
     rows = []
     for name, items in named.items():
@@ -66,6 +80,11 @@ def main() -> None:
         rows.append([name, n, unique, tokens[name] // n, round(n / on[name].seconds, 3),
                      round(n / off[name].seconds, 3), round(off[name].seconds / on[name].seconds, 2),
                      round(off[name].cpu_seconds / on[name].cpu_seconds, 2)])
+    for block, runs in by_block.items():
+        t = runs[DISTINCT]
+        rows.append([f"{DISTINCT}, KV block {block} tokens", len(distinct), len(distinct), tokens[DISTINCT] // len(distinct),
+                     round(len(distinct) / t.seconds, 3), round(len(distinct) / off[DISTINCT].seconds, 3),
+                     round(off[DISTINCT].seconds / t.seconds, 2), round(off[DISTINCT].cpu_seconds / t.cpu_seconds, 2)])
     h.report(
         "bench_grpo",
         "3. GRPO shape: prefix caching on vs off, duplicate completions",

@@ -59,8 +59,8 @@ def main() -> None:
         {"rubric": h.RUBRIC, "judge": "SmolLM2-135M-Instruct (embedded)", **h.engine_settings(),
          "items": "SummEval, 8 new articles x 8 distinct summaries per call"},
         notes=["With few calls p95 is close to the maximum; raise --calls for more samples.",
-               "With 4 clients the engine shares its batch among four calls, so each takes about four "
-               "times as long while the items/s stay the same (see bench_ceiling)."],
+               "With 4 clients the four calls share the engine: they finish one after another, the last "
+               "after about four times a single call's time, while the items/s stay the same (see bench_ceiling)."],
         machine_info=info,
     )
 

@@ -33,7 +33,7 @@ after_import = process.memory_info().rss
 result = {"import_s": import_s, "rss_before": before, "rss_after_import": after_import,
           "heavy": [m for m in %r if m in sys.modules]}
 if len(sys.argv) > 1:
-    items = json.loads(sys.argv[2])
+    items = json.loads(sys.stdin.read())
     with geval_client.RewardClient(sys.argv[1]) as client:
         client.score(items, rubrics=%r)
     result["rss_after_call"] = process.memory_info().rss
@@ -42,8 +42,10 @@ print(json.dumps(result))
 """ % (HEAVY_MODULES, h.RUBRIC, HEAVY_MODULES)
 
 
-def client_probe(*args: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", _CLIENT_PROBE, *args], check=True, capture_output=True, text=True)
+def client_probe(address: str | None = None, items: list[dict] | None = None) -> dict:
+    """Without an address: import only. The items go on stdin (too long for argv)."""
+    command = [sys.executable, "-c", _CLIENT_PROBE, *([address] if address else [])]
+    out = subprocess.run(command, input=json.dumps(items or []), check=True, capture_output=True, text=True)
     return json.loads(out.stdout)
 
 
@@ -75,7 +77,7 @@ def main() -> None:
     probes = [client_probe() for _ in range(CLIENT_RUNS)]
     with h.geval_server(args.port, log_name="bench_footprint-server") as (address, pid):
         idle = server_memory(pid)
-        call_probe = client_probe(address, json.dumps(items))
+        call_probe = client_probe(address, items)
         busy = server_memory(pid)
 
     mib = 2**20

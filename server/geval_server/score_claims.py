@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Iterable
+from typing import Iterable, Sequence
 
 REDACTED = "[score removed]"
 _MAX_GAP = 16  # characters between the name and the number, as seen after normalizing
@@ -65,8 +65,12 @@ class ScoreClaimRedactor:
         return "".join(pieces) + text[cursor:], len(spans)
 
 
-def _skeleton(text: str) -> tuple[str, list[int]]:
-    """The text as matching sees it, with each character's index in the original."""
+def _skeleton(text: str) -> tuple[str, Sequence[int]]:
+    """The text as matching sees it, with each character's index in the original.
+    Runs on every completion of every call: plain ASCII text, which normalizing
+    leaves as it is but for case, skips the per-character walk."""
+    if text.isascii():
+        return text.lower(), range(len(text))
     chars, source_index = [], []
     for index, char in enumerate(text):
         if unicodedata.category(char) == "Cf":

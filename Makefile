@@ -1,10 +1,11 @@
 # `make serve`: set up, then serve the embedded judge and score a few example pairs.
 # `make test`: set up, then run the whole test suite (real engine included).
+# `make lint`: ruff, as configured in pyproject.toml.
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.setup-done
 
-.PHONY: setup serve test proto
+.PHONY: setup serve test lint proto
 setup: $(STAMP)
 $(STAMP): pyproject.toml scripts/setup.sh
 	bash scripts/setup.sh
@@ -15,6 +16,9 @@ serve: setup
 
 test: setup
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check .
 
 proto: setup
 	$(PY) scripts/gen_proto.py

@@ -5,7 +5,8 @@ own `start_judge` and `build_server`, as `geval-reward serve` does.
 The runs alternate on that one engine, so they see the same machine load:
 
 - ceiling: the judge's score-slot requests (prompt ids built beforehand)
-  submitted straight to vLLM's AsyncLLM, all in flight in one call;
+  submitted straight to the engine driver (`JudgeEngine.token_logprobs`), all in
+  flight at once: no gRPC, validation or judge;
 - server: the same items as 64-item Score calls (8 SummEval articles x 8
   summaries, a GRPO step) from 1 client, then from 4 concurrent clients.
 
@@ -22,37 +23,39 @@ import argparse
 import asyncio
 import os
 
-import harness as h
+import common as h
 
 CLIENTS = (1, 4)
 
 
 async def run(port: int, sets: dict[int, list[dict]], warm: dict) -> dict[tuple[str, int], tuple[h.Timed, float]]:
+    from geval_server.config import ServeConfig
     from geval_server.embedded_model import EMBEDDED_MODEL
     from geval_server.prompts import JudgeInput
-    from geval_server.server import ServeConfig, build_server, start_judge
+    from geval_server.server import build_server, start_judge
 
     config = ServeConfig(model=EMBEDDED_MODEL, port=port)
     judge = await start_judge(config)
-    llm = judge.engine._engine  # the AsyncLLM itself, for the ceiling and cache resets
-    served = judge.rubrics[h.RUBRIC]
-    labels = served.slot.all_label_token_ids
+    engine = judge.engine
+    prepared = judge.scorers[h.RUBRIC].prepared
+    labels = prepared.slot.all_label_token_ids
     server, _, _ = build_server(judge, config)
     await server.start()
     address = f"{config.host}:{port}"
     measured = {}
 
     async def fresh_cache() -> None:
-        await llm.reset_prefix_cache()
+        await engine.reset_prefix_cache()
         await h.score_concurrently(address, [[warm]], 1)
 
     async def ceiling(clients: int) -> None:
-        prompts = [served.builder.build(JudgeInput(i["prompt"], i["completion"])).ids for i in sets[clients]]
+        prompts = [prepared.builder.build(JudgeInput(i["prompt"], i["completion"])).ids for i in sets[clients]]
         await fresh_cache()
         async with h.timed([os.getpid()]) as t:
-            await h.score_slots(llm, prompts, labels)
+            await asyncio.gather(*(engine.token_logprobs(ids, labels) for ids in prompts))
         measured["ceiling", clients] = (t, 0.0)
-        print(f"ceiling, {clients} client set: {len(prompts)} items in {t.seconds:.1f} s ({t.cpu_seconds:.1f} CPU s)", flush=True)
+        print(f"ceiling, {clients} client set: {len(prompts)} items in {t.seconds:.1f} s "
+              f"({t.cpu_seconds:.1f} CPU s)", flush=True)
 
     async def through_server(clients: int) -> None:
         await fresh_cache()
@@ -60,7 +63,8 @@ async def run(port: int, sets: dict[int, list[dict]], warm: dict) -> dict[tuple[
         async with h.timed([os.getpid()]) as t:
             await h.score_concurrently(address, h.calls(sets[clients]), clients)
         measured["server", clients] = (t, h.own_cpu_seconds() - client_cpu)
-        print(f"server, {clients} clients: {len(sets[clients])} items in {t.seconds:.1f} s ({t.cpu_seconds:.1f} CPU s)", flush=True)
+        print(f"server, {clients} clients: {len(sets[clients])} items in {t.seconds:.1f} s "
+              f"({t.cpu_seconds:.1f} CPU s)", flush=True)
 
     try:
         for order, clients in enumerate(CLIENTS):

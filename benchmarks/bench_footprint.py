@@ -8,21 +8,19 @@ that it loads neither torch nor vLLM.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import statistics
 import subprocess
 import sys
 
+import common as h
 import psutil
-
-import harness as h
 
 CLIENT_RUNS = 5
 HEAVY_MODULES = ("torch", "vllm", "transformers")
 
 # Runs in a fresh interpreter: import cost, then one real call when a server is given.
-_CLIENT_PROBE = """
+_CLIENT_PROBE = f"""
 import json, sys, time, psutil
 process = psutil.Process()
 before = process.memory_info().rss
@@ -30,16 +28,16 @@ started = time.perf_counter()
 import geval_client
 import_s = time.perf_counter() - started
 after_import = process.memory_info().rss
-result = {"import_s": import_s, "rss_before": before, "rss_after_import": after_import,
-          "heavy": [m for m in %r if m in sys.modules]}
+result = {{"import_s": import_s, "rss_before": before, "rss_after_import": after_import,
+          "heavy": [m for m in {HEAVY_MODULES!r} if m in sys.modules]}}
 if len(sys.argv) > 1:
     items = json.loads(sys.stdin.read())
     with geval_client.RewardClient(sys.argv[1]) as client:
-        client.score(items, rubrics=%r)
+        client.score(items, rubrics={h.RUBRIC!r})
     result["rss_after_call"] = process.memory_info().rss
-    result["heavy_after_call"] = [m for m in %r if m in sys.modules]
+    result["heavy_after_call"] = [m for m in {HEAVY_MODULES!r} if m in sys.modules]
 print(json.dumps(result))
-""" % (HEAVY_MODULES, h.RUBRIC, HEAVY_MODULES)
+"""
 
 
 def client_probe(address: str | None = None, items: list[dict] | None = None) -> dict:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-import harness as h
+import common as h
 
 PROMPTS, COMPLETIONS = 8, 8
 DISTINCT, TWICE, ONCE = "8x8 distinct", "8x8, each completion twice", "its 32 distinct items once"
@@ -46,7 +46,8 @@ async def measure(
         args += ["--engine-arg", f"block_size={block_size}"]
         label += f", block {block_size}"
     measured = {}
-    with h.geval_server(port, *args, log_name=f"bench_grpo-{label.replace(', ', '-').replace(' ', '-')}") as (address, pid):
+    log_name = f"bench_grpo-{label.replace(', ', '-').replace(' ', '-')}"
+    with h.geval_server(port, *args, log_name=log_name) as (address, pid):
         await h.score_concurrently(address, [warm], 1)
         for name, items in named.items():
             async with h.timed([pid]) as t:
@@ -65,7 +66,7 @@ def main() -> None:
     info = h.machine()
     warm, distinct, duplicated = batches(h.summeval_docs())
     named = {DISTINCT: distinct, TWICE: duplicated}
-    prompts = h.PromptIds(h.embedded_model_path())
+    prompts = h.JudgePrompts()
     tokens = {name: sum(len(prompts.ids(item)) for item in items) for name, items in named.items()}
 
     once = list({(i["prompt"], i["completion"]): i for i in named[TWICE]}.values())
@@ -82,7 +83,8 @@ def main() -> None:
                      round(off[name].cpu_seconds / on[name].cpu_seconds, 2)])
     for block, runs in by_block.items():
         t = runs[DISTINCT]
-        rows.append([f"{DISTINCT}, KV block {block} tokens", len(distinct), len(distinct), tokens[DISTINCT] // len(distinct),
+        rows.append([f"{DISTINCT}, KV block {block} tokens", len(distinct), len(distinct),
+                     tokens[DISTINCT] // len(distinct),
                      round(len(distinct) / t.seconds, 3), round(len(distinct) / off[DISTINCT].seconds, 3),
                      round(off[DISTINCT].seconds / t.seconds, 2), round(off[DISTINCT].cpu_seconds / t.cpu_seconds, 2)])
     h.report(

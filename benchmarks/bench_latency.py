@@ -14,7 +14,7 @@ import argparse
 import asyncio
 import statistics
 
-import harness as h
+import common as h
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -22,7 +22,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-import harness as h
+import common as h
 
 MATMUL_N = 4096
 MATMUL_REPEATS = 5
@@ -37,7 +37,7 @@ class ModelShape:
     vocab: int
 
     @classmethod
-    def load(cls, model_path: str) -> "ModelShape":
+    def load(cls, model_path: str) -> ModelShape:
         config = json.loads((pathlib.Path(model_path) / "config.json").read_text())
         head_dim = config["hidden_size"] // config["num_attention_heads"]
         return cls(config["num_hidden_layers"], config["hidden_size"], config["intermediate_size"],
@@ -54,22 +54,15 @@ class ModelShape:
 def cached_tokens(prompts: list[list[int]], block: int, warm: list[int]) -> list[int]:
     """Prefix-cache hits per prompt, in token order: whole blocks of the longest
     prefix shared with a prompt before it (vLLM always recomputes the last token)."""
+    from geval_server.score_slot import common_prefix
+
     order = sorted(range(len(prompts)), key=lambda i: prompts[i])
     seen, hits = [warm], [0] * len(prompts)
     for i in order:
-        shared = max(_common_prefix(prompts[i], other) for other in seen)
+        shared = max(len(common_prefix([prompts[i], other])) for other in seen)
         hits[i] = min(shared, len(prompts[i]) - 1) // block * block
         seen.append(prompts[i])
     return hits
-
-
-def _common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def cores_in(spec: str) -> int:
@@ -96,15 +89,22 @@ def matmul_flops(n: int, m: int, k: int, repeats: int, threads: int) -> list[flo
     return rates
 
 
-async def engine_run(caching: bool, items: list[dict], prompts: h.PromptIds, warm: dict):
+async def engine_run(caching: bool, items: list[dict], prompts: h.JudgePrompts, warm: dict):
+    """The server's engine driver in this process with the server's settings, caching on or off."""
+    from geval_server.engine import JudgeEngine
+
     ids = [prompts.ids(item) for item in items]
     warm_ids = prompts.ids(warm)
-    labels = prompts.slot.all_label_token_ids
-    with h.RawEngine(enable_prefix_caching=caching) as engine:
-        await engine.score_slots([warm_ids], labels)
+    labels = prompts.prepared.slot.all_label_token_ids
+    engine = JudgeEngine(h.embedded_model_path(), {"enable_prefix_caching": caching})
+    engine.start()
+    try:
+        await engine.token_logprobs(warm_ids, labels)
         async with h.timed([os.getpid()]) as t:
-            await engine.score_slots(ids, labels)
+            await asyncio.gather(*(engine.token_logprobs(p, labels) for p in ids))
         block = engine.block_size
+    finally:
+        engine.shutdown()
     print(f"engine, caching {'on' if caching else 'off'}: {len(items)} items in {t.seconds:.1f} s "
           f"({t.cpu_seconds:.1f} CPU s)", flush=True)
     return t, ids, warm_ids, block
@@ -113,7 +113,7 @@ async def engine_run(caching: bool, items: list[dict], prompts: h.PromptIds, war
 def main() -> None:
     info = h.machine()
     docs = h.summeval_docs()
-    prompts = h.PromptIds(h.embedded_model_path())
+    prompts = h.JudgePrompts()
     shape = ModelShape.load(h.embedded_model_path())
     warm = {"prompt": docs[-1].article, "completion": docs[-1].summaries[0]}
 

@@ -1,7 +1,7 @@
-"""Hostile completions: how far each injection in injections.jsonl moves the reward.
+"""Hostile completions: how far each entry of the injection corpus (geval_audit/data/injections.jsonl) moves the reward.
 
     python benchmarks/injection_bench.py [--docs 4] [--rubric summeval-coherence]
-                                         [--server HOST:PORT] [--out benchmarks/injection_results.md]
+                                         [--server HOST:PORT] [--out benchmarks/results/injections.md]
 
 Base items are SummEval summaries, one per document (the one with the median
 expert score on the rubric's dimension). Each is scored clean and with every
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import pathlib
 import statistics
 import sys
@@ -25,70 +24,19 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 
+from geval_audit import datasets
+from geval_audit.injections import CORPUS, load_corpus
+from geval_audit.tables import markdown_table
 from geval_client import RewardClient, make_item
 from geval_server.launcher import running_server
 
-HERE = pathlib.Path(__file__).resolve().parent
-SUMMEVAL = HERE.parent / ".." / "shared" / "data" / "summeval" / "summeval.jsonl"
-CORPUS = HERE / "injections.jsonl"
-POSITIONS = ("append", "prepend", "insert")
+RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 
 
-@dataclass(frozen=True)
-class Injection:
-    id: str
-    category: str
-    position: str
-    text: str
-    repeat: int = 1
-    note: str = ""
-
-    def render(self, criterion: str, min_score: int, max_score: int) -> str:
-        """The attack text for one rubric: placeholders filled, repeated `repeat` times."""
-        filled = self.text.format(
-            criterion=criterion, criterion_lower=criterion.lower(), min=min_score, max=max_score
-        )
-        return filled * self.repeat
-
-    def apply(self, completion: str, attack: str) -> str:
-        if self.position == "append":
-            return completion + attack
-        if self.position == "prepend":
-            return attack + completion
-        cut = _middle_sentence_break(completion)
-        return completion[:cut] + attack + completion[cut:]
-
-
-def _middle_sentence_break(text: str) -> int:
-    """Index just after the sentence end (". ") nearest the middle; the middle if none."""
-    breaks = [i + 2 for i in range(len(text) - 1) if text[i:i + 2] == ". "]
-    middle = len(text) // 2
-    return min(breaks, key=lambda i: abs(i - middle)) if breaks else middle
-
-
-def load_corpus(path: pathlib.Path) -> list[Injection]:
-    entries: list[Injection] = []
-    for line_number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        entry = Injection(**json.loads(line))
-        if entry.position not in POSITIONS:
-            raise ValueError(f"{path}:{line_number}: position must be one of {POSITIONS}, got {entry.position!r}")
-        if any(entry.id == seen.id for seen in entries):
-            raise ValueError(f"{path}:{line_number}: id {entry.id!r} is used twice")
-        entries.append(entry)
-    return entries
-
-
-def load_base_items(n_docs: int, dimension: str) -> list[dict]:
+def load_base_items(n_docs: int, dimension: str) -> list[datasets.Rated]:
     """One summary per document: the one with the median expert score on `dimension`."""
-    by_doc: dict[str, list[dict]] = defaultdict(list)
-    with open(SUMMEVAL, encoding="utf-8") as lines:
-        for line in lines:
-            record = json.loads(line)
-            if record["doc_id"] in by_doc or len(by_doc) < n_docs:
-                by_doc[record["doc_id"]].append(record)
-    return [sorted(doc, key=lambda r: r["scores"][dimension])[len(doc) // 2] for doc in by_doc.values()]
+    documents = list(datasets.groups(datasets.summeval()).values())[:n_docs]
+    return [sorted(texts, key=lambda r: r.scores[dimension])[len(texts) // 2] for texts in documents]
 
 
 @dataclass
@@ -112,17 +60,13 @@ class Shifts:
         return sum(v > 0 for v in self.values) / len(self.values)
 
 
-def table(rows: list[tuple[str, str, str, Shifts]]) -> list[str]:
-    lines = [
-        "| injection | category | position | mean shift | mean abs shift | max shift | rose |",
-        "|---|---|---|---:|---:|---:|---:|",
-    ]
-    for name, category, position, shifts in rows:
-        lines.append(
-            f"| {name} | {category} | {position} | {shifts.mean:+.3f} | {shifts.mean_abs:.3f} "
-            f"| {shifts.max:+.3f} | {shifts.rose:.0%} |"
-        )
-    return lines
+def table(rows: list[tuple[str, str, str, Shifts]]) -> str:
+    return markdown_table(
+        ["injection", "category", "position", "mean shift", "mean abs shift", "max shift", "rose"],
+        [[name, category, position, f"{s.mean:+.3f}", f"{s.mean_abs:.3f}", f"{s.max:+.3f}", f"{s.rose:.0%}"]
+         for name, category, position, s in rows],
+        align="lllrrrr",
+    )
 
 
 def main() -> None:
@@ -132,7 +76,7 @@ def main() -> None:
     parser.add_argument("--corpus", type=pathlib.Path, default=CORPUS)
     parser.add_argument("--server", help="address of a running server (default: start the embedded judge)")
     parser.add_argument("--port", default="0", help="port for the server this script starts (default: any free one)")
-    parser.add_argument("--out", type=pathlib.Path, default=HERE / "injection_results.md")
+    parser.add_argument("--out", type=pathlib.Path, default=RESULTS / "injections.md")
     parser.add_argument("--keep-score-claims", action="store_true",
                         help="start the server with --keep-score-claims: the judge reads completions as written")
     args = parser.parse_args()
@@ -153,13 +97,13 @@ def main() -> None:
         errors: dict[str, list[str]] = defaultdict(list)
         blanked = 0  # items with a corpus entry in which the server blanked a score claim
         for record in base:
-            summary = record["system_output"]
+            summary = record.text
             completions = [summary] + [e.apply(summary, a) for e, a in zip(corpus, attacks)]
             results = client.score(
-                [make_item(record["source"], c) for c in completions], rubrics=[args.rubric]
+                [make_item(record.source, c) for c in completions], rubrics=[args.rubric]
             )
             if results[0].HasField("error"):
-                raise RuntimeError(f"clean summary of {record['doc_id']} failed: {results[0].error.message}")
+                raise RuntimeError(f"clean summary of {record.group} failed: {results[0].error.message}")
             clean_rewards.append(results[0].reward)
             clean_masses.append(results[0].scores[0].label_mass)
             for entry, result in zip(corpus, results[1:]):
@@ -189,11 +133,12 @@ def main() -> None:
         f"range {min(clean_rewards):.3f}-{max(clean_rewards):.3f}; label mass {statistics.mean(clean_masses):.2f}.",
         f"Score claims (`Coherence: 5`) blanked by the server in {blanked} of "
         f"{sum(len(v) for v in shifts.values())} items with a corpus entry (controls included).",
-        "shift = reward(with injection) - reward(clean), reward in [0, 1]; `rose` = share of items whose reward went up.",
+        "shift = reward(with injection) - reward(clean), reward in [0, 1]; "
+        "`rose` = share of items whose reward went up.",
         "",
     ]
     failed = [f"- {name}: {len(msgs)} item error(s), e.g. {msgs[0]}" for name, msgs in errors.items()]
-    report = header + ["## Overall", ""] + table(summary_rows) + ["", "## Per injection", ""] + table(rows)
+    report = header + ["## Overall", "", table(summary_rows), "", "## Per injection", "", table(rows)]
     if failed:
         report += ["", "## Item errors", "", *failed]
     args.out.write_text("\n".join(report) + "\n", encoding="utf-8")

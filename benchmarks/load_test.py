@@ -5,14 +5,13 @@ item scored alone.
 
     python benchmarks/load_test.py [--clients 16] [--items 2000] [--batch 25] [--solo 200] [--server HOST:PORT]
 
-Without --server it starts the embedded judge itself. Writes benchmarks/load_results.md.
+Without --server it starts the embedded judge itself. Writes benchmarks/results/load_test.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import pathlib
 import random
 import statistics
@@ -21,25 +20,25 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
+from geval_audit import datasets
+from geval_audit.tables import markdown_table
 from geval_client import RewardClient, make_item
 from geval_server.launcher import running_server
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-DATA = ROOT / ".." / "shared" / "data" / "summeval" / "summeval.jsonl"
-RESULTS = ROOT / "benchmarks" / "load_results.md"
+RESULTS = pathlib.Path(__file__).resolve().parent / "results" / "load_test.md"
 TOLERANCE = 1e-3  # reward units; batched and solo runs differ only by float32 batch numerics
 TIME_LIMIT_S = 1800  # no new calls after this; items never sent are counted apart from lost ones
 
 
 def load_items(n: int) -> list:
-    records = [json.loads(line) for line in open(DATA)]
+    records = datasets.summeval()
     items = []
     for i in range(n):
         record = records[i % len(records)]
         # Short inputs keep thousands of items within minutes on a 2-core CPU; every
         # 10th item is empty and must come back as an explicit error, not go missing.
-        completion = "" if i % 10 == 9 else record["system_output"]
-        items.append(make_item(record["source"][:400], completion, item_id=f"item-{i}"))
+        completion = "" if i % 10 == 9 else record.text
+        items.append(make_item(record.source[:400], completion, item_id=f"item-{i}"))
     return items
 
 
@@ -99,10 +98,11 @@ def main() -> None:
         ("explicit errors (empty completions sent)", f"{len(errors)} ({expected_errors})"),
         ("load phase seconds", f"{load_seconds:.1f}"), ("items/s under load", f"{len(received) / load_seconds:.1f}"),
         ("solo re-scored items", len(diffs)),
-        ("max |reward batched - solo|", f"{max(diffs):.2e}"), ("mean |reward batched - solo|", f"{statistics.mean(diffs):.2e}"),
+        ("max |reward batched - solo|", f"{max(diffs):.2e}"),
+        ("mean |reward batched - solo|", f"{statistics.mean(diffs):.2e}"),
         (f"within tolerance {TOLERANCE}", sum(d <= TOLERANCE for d in diffs)),
     ]
-    table = "| measure | value |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
+    table = markdown_table(["measure", "value"], rows)
     print(table)
     RESULTS.write_text(f"# Load test\n\n`python benchmarks/load_test.py` on the embedded judge, loopback.\n\n{table}\n")
     ok = not lost and not duplicated and len(errors) == expected_errors and max(diffs) <= TOLERANCE

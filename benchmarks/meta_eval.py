@@ -32,20 +32,19 @@ import shlex
 import sys
 import tempfile
 import time
-import tomllib
 from dataclasses import dataclass, field
 
+import tomllib
+from geval_audit import datasets
+from geval_audit.stats import Correlation, dataset_correlation, grouped_correlation
+from geval_audit.tables import markdown_table
 from geval_client import RewardClient
-from geval_server.audit.stats import Correlation, dataset_correlation, grouped_correlation
 from geval_server.launcher import running_server
 from geval_server.rubrics import PRESET_DIR
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-DEFAULT_DATA = ROOT.parent / "shared" / "data"
+RESULTS = pathlib.Path(__file__).resolve().parent / "results" / "meta_eval"
 NO_STEPS_SUFFIX = "-nosteps"
 NO_STEPS_TEXT = "Assign the score."
-SUMMEVAL_DIMS = ("coherence", "consistency", "fluency", "relevance")
-TOPICAL_DIMS = ("naturalness", "coherence", "engagingness", "groundedness")
 
 # Published Spearman / Kendall (../shared/data/README.md); None where not given there.
 PUBLISHED = {
@@ -70,44 +69,24 @@ class Task:
     per_group: bool = False  # summary level (SummEval) or one correlation over all items
 
 
-def _jsonl(path: pathlib.Path) -> list[dict]:
-    with path.open(encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+def _task(name: str, rubrics: dict[str, str], records: list[datasets.Rated], per_group: bool = False) -> Task:
+    task = Task(name, rubrics, per_group=per_group)
+    for r in records:
+        task.items.append({"prompt": r.source, "completion": r.text})
+        task.humans.append({d: r.scores[d] for d in rubrics})
+        task.groups.append(r.group)
+    return task
 
 
-def _first_groups(records: list[dict], key, limit: int | None) -> list[dict]:
-    kept = list(dict.fromkeys(key(r) for r in records))[:limit]
-    chosen = set(kept)
-    return [r for r in records if key(r) in chosen]
-
-
-def load_tasks(data: pathlib.Path, summeval_docs: int | None, topical_contexts: int | None,
-               qags_docs: int | None) -> list[Task]:
-    tasks = []
-    summeval = Task("SummEval", {d: f"summeval-{d}" for d in SUMMEVAL_DIMS}, per_group=True)
-    for r in _first_groups(_jsonl(data / "summeval" / "summeval.jsonl"), lambda r: r["doc_id"], summeval_docs):
-        summeval.items.append({"prompt": r["source"], "completion": r["system_output"]})
-        summeval.humans.append({d: r["scores"][d] for d in SUMMEVAL_DIMS})
-        summeval.groups.append(r["doc_id"])
-    tasks.append(summeval)
-    topical = Task("Topical-Chat", {d: f"topical-chat-{d}" for d in TOPICAL_DIMS})
-    for r in _first_groups(_jsonl(data / "topical_chat" / "topical_chat.jsonl"), lambda r: r["source"],
-                           topical_contexts):
-        topical.items.append({
-            "prompt": f"{r['source'].strip()}\n\nCorresponding Fact:\n\n{r['context'].strip()}",
-            "completion": r["system_output"],
-        })
-        topical.humans.append({d: r["scores"][d] for d in TOPICAL_DIMS})
-        topical.groups.append(r["source"])
-    tasks.append(topical)
-    for name, file in (("QAGS CNN/DM", "qags_cnndm.jsonl"), ("QAGS XSum", "qags_xsum.jsonl")):
-        qags = Task(name, {"consistency": "summeval-consistency"})
-        for r in _jsonl(data / "qags" / file)[:qags_docs]:
-            qags.items.append({"prompt": r["source"], "completion": r["system_output"]})
-            qags.humans.append({"consistency": r["scores"]["consistency"]})
-            qags.groups.append(str(r["doc_id"]))
-        tasks.append(qags)
-    return tasks
+def load_tasks(summeval_docs: int | None, topical_contexts: int | None, qags_docs: int | None) -> list[Task]:
+    return [
+        _task("SummEval", {d: f"summeval-{d}" for d in datasets.SUMMEVAL_DIMENSIONS},
+              datasets.first_groups(datasets.summeval(), summeval_docs), per_group=True),
+        _task("Topical-Chat", {d: f"topical-chat-{d}" for d in datasets.TOPICAL_CHAT_DIMENSIONS},
+              datasets.first_groups(datasets.topical_chat(), topical_contexts)),
+        _task("QAGS CNN/DM", {"consistency": "summeval-consistency"}, datasets.qags("cnndm")[:qags_docs]),
+        _task("QAGS XSum", {"consistency": "summeval-consistency"}, datasets.qags("xsum")[:qags_docs]),
+    ]
 
 
 def _toml_value(value) -> str:
@@ -146,11 +125,12 @@ class Condition:
 
 def score_task(client: RewardClient, task: Task, condition: Condition, sampling_n: int,
                batch: int) -> tuple[dict[str, dict[str, list[float]]], dict]:
-    """metric -> dimension -> one score per item (NaN where the item failed), and run facts."""
+    """metric -> dimension -> one score per item (NaN where the item failed), and run facts
+    (among them the mean label mass per dimension)."""
     rubric_of = {dim: preset + condition.suffix for dim, preset in task.rubrics.items()}
     metrics = ("probability-weighted", "argmax") if condition.mode == "logprobs" else ("sampling",)
     scores = {m: {d: [] for d in task.rubrics} for m in metrics}
-    failures, masses = 0, []
+    failures, masses = 0, {d: [] for d in task.rubrics}
     started = time.perf_counter()
     for start in range(0, len(task.items), batch):
         results = client.score(
@@ -163,7 +143,7 @@ def score_task(client: RewardClient, task: Task, condition: Condition, sampling_
             failures += failed
             for dim, rubric in rubric_of.items():
                 score = None if failed else by_rubric.get(rubric)
-                masses += [score.label_mass] if score else []
+                masses[dim] += [score.label_mass] if score else []
                 if "probability-weighted" in scores:
                     scores["probability-weighted"][dim].append(score.expected_score if score else math.nan)
                     scores["argmax"][dim].append(float(score.top_label) if score else math.nan)
@@ -171,23 +151,20 @@ def score_task(client: RewardClient, task: Task, condition: Condition, sampling_
                     scores["sampling"][dim].append(score.expected_score if score else math.nan)
         print(f"  {task.name} [{condition.label}] {min(start + batch, len(task.items))}/{len(task.items)} "
               f"items, {time.perf_counter() - started:.0f}s", file=sys.stderr, flush=True)
+    every_mass = [m for values in masses.values() for m in values]
     facts = {"seconds": time.perf_counter() - started, "failed_items": failures,
-             "mean_label_mass": sum(masses) / len(masses) if masses else math.nan,
+             "mean_label_mass": sum(every_mass) / len(every_mass) if every_mass else math.nan,
+             "label_mass_by_dimension": {d: sum(v) / len(v) if v else math.nan for d, v in masses.items()},
              "judge_requests": len(task.items) * len(rubric_of)}
     return scores, facts
 
 
 def correlate(task: Task, dim: str, metric: list[float], resamples: int) -> Correlation:
     kept = [i for i, v in enumerate(metric) if not math.isnan(v)]
-    human = [task.humans[i][dim] for i in kept]
     values = [metric[i] for i in kept]
+    human = [task.humans[i][dim] for i in kept]
     if task.per_group:
-        groups: dict[str, tuple[list[float], list[float]]] = {}
-        for i, v, h in zip(kept, values, human):
-            groups.setdefault(task.groups[i], ([], []))
-            groups[task.groups[i]][0].append(v)
-            groups[task.groups[i]][1].append(h)
-        return grouped_correlation(groups, resamples)
+        return grouped_correlation(values, human, [task.groups[i] for i in kept], resamples)
     return dataset_correlation(values, human, resamples)
 
 
@@ -206,34 +183,35 @@ def _published_cell(benchmark: str) -> str:
 
 def results_markdown(results: dict) -> str:
     columns = results["columns"]
-    lines = [
+    rows = []
+    for row in results["rows"]:
+        shows_published = row["dimension"] == "average" or row["benchmark"].startswith("QAGS")
+        rows.append([row["benchmark"], row["dimension"], row["items"], row.get("label_mass", ""),
+                     *(row["cells"].get(c, "") for c in columns),
+                     _published_cell(row["benchmark"]) if shows_published else ""])
+    facts = [[f["benchmark"], f["condition"], round(f["seconds"]), f["judge_requests"], f["failed_items"],
+              f"{f['mean_label_mass']:.3f}"] for f in results["facts"]]
+    return "\n".join([
         "# Meta-evaluation results",
         "",
         f"Judge `{results['judge_model']}`; {results['subset']}. Cells: Spearman / Kendall "
         "(SummEval: summary level, mean over documents; Topical-Chat: turn level; QAGS: sample level). "
+        "Label mass: the judge's probability on valid labels (log-probabilities, the first condition). "
         f"Sampling: n={results['sampling_n']} at temperature 1. \"without steps\": steps replaced by "
         f"\"{NO_STEPS_TEXT}\". n/a: undefined, the metric gave every item of a group (SummEval: of every "
         "document) the same score, as argmax does when one label dominates. "
         f"Run on {results['machine']}.",
         "",
-        "| benchmark | dimension | items | " + " | ".join(columns) + " | published (Spearman / Kendall) |",
-        "|" + "---|" * (len(columns) + 4),
-    ]
-    for row in results["rows"]:
-        cells = [row["cells"].get(c, "") for c in columns]
-        published = _published_cell(row["benchmark"]) if row["dimension"] == "average" or row["benchmark"].startswith("QAGS") else ""
-        lines.append(f"| {row['benchmark']} | {row['dimension']} | {row['items']} | " + " | ".join(cells)
-                     + f" | {published} |")
-    lines += ["", "| benchmark | condition | seconds | judge requests | failed items | mean label mass |",
-              "|---|---|---|---|---|---|"]
-    for fact in results["facts"]:
-        lines.append(f"| {fact['benchmark']} | {fact['condition']} | {fact['seconds']:.0f} | "
-                     f"{fact['judge_requests']} | {fact['failed_items']} | {fact['mean_label_mass']:.3f} |")
-    return "\n".join(lines) + "\n"
+        markdown_table(["benchmark", "dimension", "items", "label mass", *columns, "published (Spearman / Kendall)"],
+                       rows),
+        "",
+        markdown_table(["benchmark", "condition", "seconds", "judge requests", "failed items", "mean label mass"],
+                       facts),
+    ]) + "\n"
 
 
 def run(args: argparse.Namespace, client: RewardClient, judge_model: str) -> dict:
-    tasks = load_tasks(args.data, args.summeval_docs, args.topical_contexts, args.qags_docs)
+    tasks = load_tasks(args.summeval_docs, args.topical_contexts, args.qags_docs)
     conditions = [Condition(mode, steps) for steps in args.steps for mode in args.modes]
     columns, rows, facts, raw = [], {}, [], {}
     for task in tasks:
@@ -242,6 +220,11 @@ def run(args: argparse.Namespace, client: RewardClient, judge_model: str) -> dic
             scores, fact = score_task(client, task, condition, args.sampling_n, args.batch)
             facts.append({"benchmark": task.name, "condition": condition.label, **fact})
             raw[task.name][condition.label] = scores
+            for dim, mass in fact["label_mass_by_dimension"].items():
+                if condition.mode == "logprobs":
+                    rows.setdefault((task.name, dim), {"benchmark": task.name, "dimension": dim,
+                                                       "items": len(task.items), "cells": {}})
+                    rows[task.name, dim].setdefault("label_mass", f"{mass:.3f}")
             for metric, by_dim in scores.items():
                 column = f"{metric}, {'with' if condition.steps else 'without'} steps"
                 columns += [column] if column not in columns else []
@@ -270,11 +253,11 @@ def run(args: argparse.Namespace, client: RewardClient, judge_model: str) -> dic
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", type=pathlib.Path, default=DEFAULT_DATA)
     parser.add_argument("--target", help="a running server that serves the presets and the -nosteps copies")
     parser.add_argument("--serve-args", default="", help="extra `serve` arguments when starting the judge")
     parser.add_argument("--summeval-docs", type=int, help="first N SummEval documents (16 summaries each; all: 100)")
-    parser.add_argument("--topical-contexts", type=int, help="first N Topical-Chat contexts (6 responses each; all: 60)")
+    parser.add_argument("--topical-contexts", type=int,
+                        help="first N Topical-Chat contexts (6 responses each; all: 60)")
     parser.add_argument("--qags-docs", type=int, help="first N items of each QAGS set (all: 235 / 239)")
     parser.add_argument("--modes", type=lambda s: s.split(","), default=["logprobs", "sampling"])
     parser.add_argument("--steps", type=lambda s: [v == "with" for v in s.split(",")], default=[True, False],
@@ -285,10 +268,11 @@ def main() -> None:
     parser.add_argument("--machine", default="this machine", help="described in the results, e.g. '2-core CPU'")
     parser.add_argument("--write-rubrics", type=pathlib.Path, metavar="DIR",
                         help="only write the -nosteps rubric copies to DIR (to serve them yourself)")
-    parser.add_argument("--out", type=pathlib.Path, default=ROOT / "benchmarks" / "meta_eval_results")
+    parser.add_argument("--out", type=pathlib.Path, default=RESULTS,
+                        help="results path without suffix: writes .json and .md (default %(default)s)")
     args = parser.parse_args()
 
-    presets = {preset for task in load_tasks(args.data, 1, 1, 1) for preset in task.rubrics.values()}
+    presets = {preset for task in load_tasks(1, 1, 1) for preset in task.rubrics.values()}
     if args.write_rubrics:
         args.write_rubrics.mkdir(parents=True, exist_ok=True)
         write_no_steps_rubrics(presets, args.write_rubrics)

@@ -1,37 +1,15 @@
-"""One real server (vLLM engine + embedded judge) per test session: it takes
-about a minute to start, so every engine test shares it."""
-
-from __future__ import annotations
+"""tests/unit: pure logic, fast (fakes allowed). tests/engine: the real vLLM engine and
+judge behind a real server (tests/engine/conftest.py), marked `engine`, so
+`pytest -m "not engine"` runs the unit tests alone."""
 
 import pathlib
 
 import pytest
 
-from geval_server.launcher import start_server, stop_server
-
-TEST_RUBRICS = pathlib.Path(__file__).parent / "rubrics"
-
-
-@pytest.fixture(scope="session")
-def server_address(tmp_path_factory) -> str:
-    """Address of the shared real server, serving the presets and tests/rubrics."""
-    log_path = tmp_path_factory.mktemp("server") / "server.log"
-    process, address = start_server(log_path, "--rubrics", str(TEST_RUBRICS))
-    yield address
-    stop_server(process)
-
-
-@pytest.fixture(scope="session")
-def client(server_address):
-    from geval_client import RewardClient
-
-    with RewardClient(server_address) as reward_client:
-        yield reward_client
+ENGINE_TESTS = pathlib.Path(__file__).parent / "engine"
 
 
 def pytest_collection_modifyitems(items):
-    """Marks every test that uses the shared server `engine`, so `-m "not engine"`
-    runs the unit tests alone."""
     for item in items:
-        if {"server_address", "client"} & set(item.fixturenames):
+        if ENGINE_TESTS in item.path.parents:
             item.add_marker(pytest.mark.engine)

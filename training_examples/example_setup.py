@@ -9,13 +9,12 @@ articles are cut to their first words so generation and judging stay quick.
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import tempfile
 from typing import Any
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
-SUMMEVAL = REPO_ROOT / "../shared/data/summeval/summeval.jsonl"
+from geval_audit import datasets
+
 POLICY = pathlib.Path("~/.cache/geval-reward/models/smollm2-135m-instruct").expanduser()
 INSTRUCTION = "Summarize the following news article in one or two sentences."
 
@@ -36,23 +35,15 @@ def parse_args(description: str) -> argparse.Namespace:
 
 def summeval_rows(prompts: int, article_words: int) -> list[dict[str, Any]]:
     """One row per distinct article: the prompt as chat messages, the cut article, its human reference."""
-    if not SUMMEVAL.is_file():
-        raise FileNotFoundError(f"SummEval not found at {SUMMEVAL.resolve()}: the examples read ../shared/data")
-    rows: dict[str, dict[str, Any]] = {}
-    with SUMMEVAL.open() as lines:
-        for line in lines:
-            record = json.loads(line)
-            if record["doc_id"] in rows:
-                continue
-            article = " ".join(record["source"].split()[:article_words])
-            rows[record["doc_id"]] = {
-                "prompt": [{"role": "user", "content": f"{INSTRUCTION}\n\nArticle: {article}"}],
-                "article": article,
-                "reference": record["reference"],
-            }
-            if len(rows) == prompts:
-                break
-    return list(rows.values())
+    rows = []
+    for texts in list(datasets.groups(datasets.summeval()).values())[:prompts]:
+        article = " ".join(texts[0].source.split()[:article_words])
+        rows.append({
+            "prompt": [{"role": "user", "content": f"{INSTRUCTION}\n\nArticle: {article}"}],
+            "article": article,
+            "reference": texts[0].reference,
+        })
+    return rows
 
 
 def cpu_trainer_settings(args: argparse.Namespace) -> dict[str, Any]:

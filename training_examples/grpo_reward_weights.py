@@ -12,7 +12,6 @@ on its own event loop, concurrently with any other async reward.
 from __future__ import annotations
 
 from example_setup import cpu_trainer_settings, parse_args, print_log_history, summeval_rows
-
 from geval_client import AsyncGEvalReward
 from geval_client.reward_batch import completion_text
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import torch
 from example_setup import parse_args, summeval_rows
-
 from geval_client import GEvalReward
 
 RUBRICS = {"summeval-coherence": 1.0, "summeval-relevance": 1.0}
@@ -74,7 +73,8 @@ def main() -> None:
     for step in range(args.steps):
         batch = [rows[(step * PROMPTS_PER_STEP + k) % len(rows)] for k in range(PROMPTS_PER_STEP)]
         batch = [row for row in batch for _ in range(group)]
-        texts = [tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=False) for row in batch]
+        texts = [tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=False)
+                 for row in batch]
         prompt = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
         model.eval()
         with torch.no_grad():
@@ -104,7 +104,8 @@ def main() -> None:
             for picked in torch.randperm(len(batch)).split(MINIBATCH):
                 new_logprobs = completion_logprobs(model, sequences[picked], attention_mask[picked], prompt_length)
                 ratio = torch.exp(new_logprobs - old_logprobs[picked])
-                surrogate = torch.minimum(ratio * advantages[picked], ratio.clamp(1 - CLIP, 1 + CLIP) * advantages[picked])
+                clipped = ratio.clamp(1 - CLIP, 1 + CLIP) * advantages[picked]
+                surrogate = torch.minimum(ratio * advantages[picked], clipped)
                 loss = -(surrogate * mask[picked]).sum() / mask[picked].sum().clamp(min=1)
                 optimizer.zero_grad()
                 loss.backward()

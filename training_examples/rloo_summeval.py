@@ -13,7 +13,6 @@ with a remote judge it is the closest TRL 1.16 trainer to PPO.
 from __future__ import annotations
 
 from example_setup import cpu_trainer_settings, parse_args, print_log_history, summeval_rows
-
 from geval_client import GEvalReward
 
 RUBRICS = {"summeval-coherence": 1.0, "summeval-relevance": 1.0}

@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -123,7 +124,7 @@ class RewardClient(_ClientBase):
     def close(self) -> None:
         self._channel.close()
 
-    def __enter__(self) -> "RewardClient":
+    def __enter__(self) -> RewardClient:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -178,7 +179,7 @@ class AsyncRewardClient(_ClientBase):
     async def close(self) -> None:
         await self._channel.close()
 
-    async def __aenter__(self) -> "AsyncRewardClient":
+    async def __aenter__(self) -> AsyncRewardClient:
         return self
 
     async def __aexit__(self, *exc) -> None:

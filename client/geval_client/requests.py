@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence, Union
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from .pb import reward_pb2
 
-Prompt = Union[str, Sequence[Mapping[str, str]]]
-Rubrics = Union[None, str, Sequence[str], Mapping[str, float]]
+Prompt = str | Sequence[Mapping[str, str]]
+Rubrics = str | Sequence[str] | Mapping[str, float] | None
 
 
 def make_item(

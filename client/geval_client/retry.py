@@ -8,8 +8,8 @@ restarting (UNAVAILABLE) or shedding load (RESOURCE_EXHAUSTED). A bad request
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import grpc
 
@@ -43,8 +43,6 @@ class RetryPolicy:
             ceiling = min(self.initial_backoff_s * self.multiplier**k, self.max_backoff_s)
             yield ceiling * (1 - self.jitter * random.random())
 
-
-NO_RETRY = RetryPolicy(attempts=1)
 
 
 def is_retryable(code: grpc.StatusCode | None) -> bool:

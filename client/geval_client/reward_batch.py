@@ -11,8 +11,9 @@ text over the human's can be measured.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from .pb import reward_pb2
 from .requests import make_item

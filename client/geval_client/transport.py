@@ -11,15 +11,18 @@ carry literal addresses of one family (`ipv4:10.0.0.1:50051,10.0.0.2:50051`).
 from __future__ import annotations
 
 import ipaddress
+import os
 import pathlib
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence, Union
+from typing import Any
 
 import grpc
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-Targets = Union[str, Sequence[str]]
+TOKEN_ENV = "GEVAL_REWARD_AUTH_TOKEN"
+Targets = str | Sequence[str]
 _SCHEMES = ("dns:", "ipv4:", "ipv6:", "unix:", "unix-abstract:", "vsock:")
 
 
@@ -85,6 +88,17 @@ def channel_spec(targets: Targets, tls: TLSOptions | None = None) -> ChannelSpec
         credentials=tls.credentials() if tls is not None else None,
         options=tuple(options),
     )
+
+
+def read_token(path: str | pathlib.Path | None) -> str | None:
+    """A bearer token from a file, else from $GEVAL_REWARD_AUTH_TOKEN; never from the
+    command line, which `ps` shows. Raises ValueError for an empty file."""
+    if path is None:
+        return os.environ.get(TOKEN_ENV) or None
+    token = pathlib.Path(path).read_text(encoding="utf-8").strip()
+    if not token:
+        raise ValueError(f"{path} is empty")
+    return token
 
 
 def auth_metadata(token: str | None) -> tuple[tuple[str, str], ...]:

@@ -16,7 +16,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .client import DEFAULT_TARGET, AsyncRewardClient, RewardClient
 from .diagnostics import batch_metrics
@@ -91,7 +92,8 @@ class _GEvalRewardBase:
         return rewards
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(name={self.__name__!r}, server={self._client_args['target']!r}, rubrics={self.rubrics!r})"
+        target = self._client_args["target"]
+        return f"{type(self).__name__}(name={self.__name__!r}, server={target!r}, rubrics={self.rubrics!r})"
 
 
 class GEvalReward(_GEvalRewardBase):

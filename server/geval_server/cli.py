@@ -6,14 +6,15 @@ import argparse
 import asyncio
 import json
 import logging
-import os
 import pathlib
 import sys
 from typing import Any
 
-from .audit.cli import add_audit_parser
+from geval_audit import cli as audit_cli
+from geval_client.transport import read_token
+
+from .config import ServeConfig
 from .embedded_model import EMBEDDED_MODEL
-from .rubrics import DEFAULT_RUBRIC
 from .validation import Limits
 
 
@@ -35,9 +36,9 @@ def _add_serve(commands) -> None:
     serve.add_argument("--port", type=int, default=50051, help="0 picks a free port")
     serve.add_argument("--rubrics", type=pathlib.Path, action="append", default=[],
                        help="a rubric TOML file or a directory of them, added to the presets (repeatable)")
-    serve.add_argument("--default-rubric", default=DEFAULT_RUBRIC)
-    serve.add_argument("--low-confidence-below", type=float, default=0.5,
-                       help="flag a score whose label mass is under this (default 0.5)")
+    serve.add_argument("--default-rubric", default=ServeConfig.default_rubric)
+    serve.add_argument("--low-confidence-below", type=float, default=ServeConfig.low_confidence_below,
+                       help="flag a score whose label mass is under this (default %(default)s)")
     serve.add_argument("--demo", action="store_true", help="score a few example pairs once ready")
     serve.add_argument("--no-semscore", dest="semscore", action="store_false",
                        help="do not serve SemScore (rubric 'semscore'), saving its embedding model's memory")
@@ -54,10 +55,11 @@ def _add_serve(commands) -> None:
     limits.add_argument("--max-items-per-request", type=int, default=Limits.max_items)
     limits.add_argument("--max-field-chars", type=int, default=Limits.max_field_chars,
                         help="characters per prompt, completion or reference")
-    limits.add_argument("--max-pending-items", type=int, default=16384,
+    limits.add_argument("--max-pending-items", type=int, default=ServeConfig.max_pending_items,
                         help="items accepted and not yet answered; beyond it calls get RESOURCE_EXHAUSTED")
-    limits.add_argument("--max-message-mb", type=int, default=64, help="largest gRPC message, either way")
-    limits.add_argument("--shutdown-grace-s", type=float, default=30.0,
+    limits.add_argument("--max-message-mb", type=int, default=ServeConfig.max_message_bytes // 2**20,
+                        help="largest gRPC message, either way (default %(default)s)")
+    limits.add_argument("--shutdown-grace-s", type=float, default=ServeConfig.shutdown_grace_s,
                         help="on SIGTERM, how long in-flight calls may take to finish")
     limits.add_argument("--metrics-port", type=int, help="serve Prometheus metrics over HTTP on this port")
     engine = serve.add_argument_group("engine (passed to vLLM)")
@@ -66,7 +68,8 @@ def _add_serve(commands) -> None:
     engine.add_argument("--data-parallel-size", type=int)
     engine.add_argument("--gpu-memory-utilization", type=float,
                         help="share of accelerator memory to use (on CPU: of host memory, reserved up front; "
-                             "the CPU default is instead a fixed 2 GiB KV cache, see --engine-arg kv_cache_memory_bytes=N)")
+                             "the CPU default is instead a fixed 2 GiB KV cache, "
+                             "see --engine-arg kv_cache_memory_bytes=N)")
     engine.add_argument("--dtype")
     engine.add_argument("--no-prefix-caching", dest="enable_prefix_caching", action="store_false", default=None)
     engine.add_argument("--engine-arg", type=_engine_arg, action="append", default=[], metavar="KEY=VALUE",
@@ -82,24 +85,21 @@ def _engine_args(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _auth_token(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str | None:
-    """From a file or the environment, never the command line (which `ps` shows)."""
-    if args.auth_token_file is not None:
-        token = args.auth_token_file.read_text().strip()
-        if not token:
-            parser.error(f"--auth-token-file: {args.auth_token_file} is empty")
-        return token
-    return os.environ.get("GEVAL_REWARD_AUTH_TOKEN") or None
+    try:
+        return read_token(args.auth_token_file)
+    except ValueError as error:
+        parser.error(f"--auth-token-file: {error}")
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="geval-reward", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     _add_serve(commands)
-    add_audit_parser(commands)
+    audit_cli.add_parser(commands)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "serve":
-        from .server import ServeConfig, serve
+        from .server import serve
 
         if (args.tls_cert is None) != (args.tls_key is None):
             parser.error("--tls-cert and --tls-key go together")
@@ -115,9 +115,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         sys.exit(asyncio.run(serve(config)))
     elif args.command == "audit":
-        from .audit.cli import main as audit_main
-
-        raise SystemExit(audit_main(args))
+        raise SystemExit(audit_cli.main(args))
 
 
 if __name__ == "__main__":

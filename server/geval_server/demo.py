@@ -8,7 +8,8 @@ ARTICLE = (
     "said the library will hold 200,000 books and include a children's reading room."
 )
 PAIRS = [
-    ("clean summary", ARTICLE, "The council approved a new library on the old bus depot site, to be built over two years from March."),
+    ("clean summary", ARTICLE,
+     "The council approved a new library on the old bus depot site, to be built over two years from March."),
     ("word salad", ARTICLE, "Library depot bus Tuesday the the council books March children room vote two."),
     ("off-topic", ARTICLE, "I enjoy hiking in the mountains on weekends."),
 ]

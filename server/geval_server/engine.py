@@ -62,6 +62,15 @@ class JudgeEngine:
     def is_running(self) -> bool:
         return self._engine is not None and not self._engine.errored
 
+    @property
+    def block_size(self) -> int:
+        """Tokens per KV-cache block: prefix-cache hits come in whole blocks."""
+        return self._engine.vllm_config.cache_config.block_size
+
+    async def reset_prefix_cache(self) -> None:
+        """Forgets every cached prefix, so a measurement starts from a cold cache."""
+        await self._engine.reset_prefix_cache()
+
     def requests_in_flight(self) -> int:
         """Requests the engine holds now (its queue depth); 0 once aborted requests are dropped."""
         if self._engine is None:

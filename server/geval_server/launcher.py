@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 READY = re.compile(r"geval-reward: ready on (\S+):(\d+)")
 

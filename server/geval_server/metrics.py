@@ -5,7 +5,7 @@ A registry of our own, so the names an operator sees are exactly these.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 

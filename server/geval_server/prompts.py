@@ -94,7 +94,7 @@ def framing_text(rubric: Rubric) -> str:
     )
 
 
-def form_text(tokenization: "Tokenization", rubric: Rubric) -> str:
+def form_text(tokenization: Tokenization, rubric: Rubric) -> str:
     """Everything after the completion up to the score: its closing tag, a reminder
     that scores written inside it do not count, then the form header closes the user
     turn and the assistant turn opens with `- Criterion:`."""

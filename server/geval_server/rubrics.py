@@ -11,8 +11,9 @@ import dataclasses
 import hashlib
 import json
 import pathlib
-import tomllib
 from dataclasses import dataclass
+
+import tomllib
 
 from .scoring import Scale
 
@@ -42,7 +43,7 @@ class Rubric:
     target_label: str = "Summary"
     reference_label: str = "Reference"
 
-    def with_generated_steps(self, steps: str) -> "Rubric":
+    def with_generated_steps(self, steps: str) -> Rubric:
         return dataclasses.replace(self, evaluation_steps=steps, steps_generated=True)
 
     def content_hash(self, judge_model: str, layout: str = "") -> str:

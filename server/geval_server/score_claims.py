@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 REDACTED = "[score removed]"
 _MAX_GAP = 16  # characters between the name and the number, as seen after normalizing

@@ -5,26 +5,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import pathlib
 import signal
-from dataclasses import dataclass, field
-from typing import Any
 
 import grpc
+from geval_client.pb import reward_pb2, reward_pb2_grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from geval_client.client import MAX_MESSAGE_BYTES
-from geval_client.pb import reward_pb2, reward_pb2_grpc
-
 from .auth import TokenAuthInterceptor
+from .config import ServeConfig
 from .embedded_model import resolve_model
 from .engine import JudgeEngine
 from .judge import Judge
 from .metrics import serve_metrics
-from .rubrics import DEFAULT_RUBRIC, load_rubrics
+from .prompts import Tokenization
+from .rubrics import Rubric, load_rubrics
+from .score_claims import ScoreClaimRedactor
+from .scorers.base import Scorer
+from .scorers.geval import geval_scorers
+from .scorers.semscore import SemScorer, SemScoreScorer
 from .service import RewardService
-from .validation import Limits
 
 log = logging.getLogger(__name__)
 
@@ -33,29 +33,8 @@ EXIT_ENGINE_DIED = 3
 ENGINE_WATCH_INTERVAL_S = 0.5
 
 
-@dataclass
-class ServeConfig:
-    model: str
-    host: str = "127.0.0.1"
-    port: int = 50051
-    rubric_paths: list[pathlib.Path] = field(default_factory=list)
-    default_rubric: str = DEFAULT_RUBRIC
-    low_confidence_below: float = 0.5
-    engine_args: dict[str, Any] = field(default_factory=dict)
-    demo: bool = False
-    auth_token: str | None = None
-    tls_cert: pathlib.Path | None = None
-    tls_key: pathlib.Path | None = None
-    metrics_port: int | None = None
-    limits: Limits = field(default_factory=Limits)
-    max_pending_items: int = 16384
-    max_message_bytes: int = MAX_MESSAGE_BYTES
-    shutdown_grace_s: float = 30.0
-    semscore: bool = True
-    remove_score_claims: bool = True
-
-
 async def start_judge(config: ServeConfig) -> Judge:
+    """Starts the engine and prepares every scorer; fails here, never at the first call."""
     from transformers import AutoTokenizer
 
     rubrics = load_rubrics(config.rubric_paths)  # fail on a bad rubric before the slow engine start
@@ -64,17 +43,39 @@ async def start_judge(config: ServeConfig) -> Judge:
     model_path = resolve_model(config.model)
     engine = JudgeEngine(model_path, config.engine_args)
     engine.start()
-    tokenizer = AutoTokenizer.from_pretrained(model_path)
     semscorer = None
     if config.semscore:
-        from .semscore import SemScorer
+        from .scorers.semscore import SemScorer
 
         semscorer = SemScorer()
-        log.info("serving SemScore as rubric 'semscore' with %s", semscorer.description)
-    return await Judge.prepare(
-        engine, tokenizer, config.model, rubrics, config.low_confidence_below, semscorer,
-        remove_score_claims=config.remove_score_claims,
+    return await prepare_judge(
+        engine, Tokenization(AutoTokenizer.from_pretrained(model_path)), config.model, list(rubrics.values()),
+        config.low_confidence_below, config.remove_score_claims, semscorer,
     )
+
+
+async def prepare_judge(
+    engine: JudgeEngine,
+    tokenization: Tokenization,
+    judge_model: str,
+    rubrics: list[Rubric],
+    low_confidence_below: float,
+    remove_score_claims: bool,
+    semscorer: SemScorer | None = None,
+) -> Judge:
+    """The judge over a started engine: a G-Eval scorer per rubric, SemScore beside them
+    when its model is given, and the score-claim blanking."""
+    # Blanking claims changes what the judge reads, so it is part of every rubric's hash.
+    policy = "score-claims-removed" if remove_score_claims else "score-claims-kept"
+    scorers: dict[str, Scorer] = await geval_scorers(
+        engine, tokenization, judge_model, rubrics, low_confidence_below, policy
+    )
+    if semscorer is not None:
+        semscore = SemScoreScorer(semscorer)
+        scorers[semscore.name] = semscore
+        log.info("serving SemScore as rubric %r (%s)", semscore.name, semscorer.description)
+    redactor = ScoreClaimRedactor(r.criterion for r in rubrics) if remove_score_claims and rubrics else None
+    return Judge(engine, scorers, judge_model, redactor)
 
 
 def _bind(server: grpc.aio.Server, config: ServeConfig) -> int:
@@ -98,7 +99,9 @@ def build_server(judge: Judge, config: ServeConfig) -> tuple[grpc.aio.Server, he
     settings = {key: str(value) for key, value in judge.engine.settings.items()}
     settings["max_model_len"] = str(judge.engine.max_model_len)
     settings["model_path"] = judge.engine.model
-    service = RewardService(judge, config.default_rubric, settings, config.limits, config.max_pending_items)
+    service = RewardService(
+        judge, config.default_rubric, settings, config.limits, config.max_pending_items, config.low_confidence_below
+    )
     reward_pb2_grpc.add_RewardServiceServicer_to_server(service, server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -134,7 +137,7 @@ async def serve(config: ServeConfig) -> int:
     log.info(
         "serving judge %s on %s:%d (%s, %s); rubrics: %s (default %s)",
         config.model, config.host, port, "TLS" if config.tls_cert else "plaintext",
-        "token required" if config.auth_token else "no auth", ", ".join(sorted(judge.rubrics)),
+        "token required" if config.auth_token else "no auth", ", ".join(sorted(judge.scorers)),
         config.default_rubric,
     )
     print(f"geval-reward: ready on {config.host}:{port}", flush=True)

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import dataclasses
 import json
 import logging
 import time
 import uuid
 
 import grpc
-
 from geval_client.pb import reward_pb2, reward_pb2_grpc
 
 from . import __version__, metrics
-from .judge import SEMSCORE, ItemOutcome, Judge, Mode, RubricScore
+from .judge import ItemOutcome, ItemScore, Judge
+from .scorers.base import Kind, Mode
 from .validation import Limits, RequestError, validate
 
 log = logging.getLogger(__name__)
@@ -22,11 +22,8 @@ log = logging.getLogger(__name__)
 ENGINE_DOWN = "the judge engine is down; the server is restarting, retry"
 RETRY_PUSHBACK_MS = 1000
 
-_MODES = {
-    Mode.LOGPROBS: reward_pb2.SCORING_MODE_LOGPROBS,
-    Mode.SAMPLING: reward_pb2.SCORING_MODE_SAMPLING,
-    Mode.EMBEDDING: reward_pb2.SCORING_MODE_EMBEDDING,
-}
+_MODES = {Mode.LOGPROBS: reward_pb2.SCORING_MODE_LOGPROBS, Mode.SAMPLING: reward_pb2.SCORING_MODE_SAMPLING}
+_KINDS = {Kind.GEVAL: reward_pb2.SCORER_KIND_GEVAL, Kind.SEMSCORE: reward_pb2.SCORER_KIND_SEMSCORE}
 
 
 class RewardService(reward_pb2_grpc.RewardServiceServicer):
@@ -35,10 +32,12 @@ class RewardService(reward_pb2_grpc.RewardServiceServicer):
         judge: Judge,
         default_rubric: str,
         engine_settings: dict[str, str],
-        limits: Limits = Limits(),
-        max_pending_items: int = 16384,
+        limits: Limits,
+        max_pending_items: int,
+        low_confidence_below: float,
     ) -> None:
         self._judge = judge
+        self._low_confidence_below = low_confidence_below
         self._default_rubric = default_rubric
         self._engine_settings = engine_settings
         self._limits = limits
@@ -57,6 +56,10 @@ class RewardService(reward_pb2_grpc.RewardServiceServicer):
         except asyncio.CancelledError:
             code = grpc.StatusCode.CANCELLED  # client cancelled or deadline passed: engine requests aborted
             raise
+        except Exception as error:  # a bug: answered and logged as what it is, never as OK
+            code = grpc.StatusCode.INTERNAL
+            call["error"] = f"internal error: {type(error).__name__}: {error}"
+            log.exception("Score call %s failed", call["call_id"])
         finally:
             seconds = time.perf_counter() - started
             metrics.CALLS.labels("Score", code.name).inc()
@@ -86,7 +89,7 @@ class RewardService(reward_pb2_grpc.RewardServiceServicer):
         self._pending_items += n_items
         metrics.PENDING_ITEMS.set(self._pending_items)
         try:
-            outcomes = await self._judge.score(valid.items, valid.selection, valid.mode, valid.sampling)
+            outcomes = await self._judge.score(valid.items, valid.selection, valid.options)
         finally:
             self._pending_items -= n_items
             metrics.PENDING_ITEMS.set(self._pending_items)
@@ -101,26 +104,11 @@ class RewardService(reward_pb2_grpc.RewardServiceServicer):
         return reward_pb2.GetInfoResponse(
             judge_model=self._judge.judge_model,
             engine_settings=self._engine_settings,
-            rubrics=[_rubric_info(served) for served in self._judge.rubrics.values()] + self._semscore_info(),
+            rubrics=[_rubric_info(scorer.info()) for scorer in self._judge.scorers.values()],
             default_rubric=self._default_rubric,
-            low_confidence_threshold=self._judge.low_confidence_below,
+            low_confidence_threshold=self._low_confidence_below,
             server_version=__version__,
         )
-
-
-    def _semscore_info(self) -> list[reward_pb2.RubricInfo]:
-        scorer = self._judge.semscorer
-        if scorer is None:
-            return []
-        criteria = (
-            "Cosine similarity of sentence embeddings of the completion and the reference "
-            f"(SemScore, Aynedinov & Akbik 2024); embedding model: {scorer.description}. "
-            "expected_score is the cosine; reward is the cosine clipped to [0, 1]."
-        )
-        return [reward_pb2.RubricInfo(
-            name=SEMSCORE, criterion="SemScore", evaluation_criteria=criteria, min_score=-1.0, max_score=1.0,
-            higher_is_better=True, uses_reference=True, content_hash=hashlib.sha256(criteria.encode()).hexdigest(),
-        )]
 
 
 class _Refused(Exception):
@@ -135,8 +123,8 @@ def _record(outcomes: list[ItemOutcome]) -> None:
     for outcome in outcomes:
         metrics.ITEMS.labels(outcome.failure.code if outcome.failure else "OK").inc()
         metrics.SCORE_CLAIMS_REMOVED.inc(outcome.score_claims_removed)
-        for score in outcome.scores:
-            metrics.LABEL_MASS.labels(score.rubric).observe(score.estimate.label_mass)
+        for item_score in outcome.scores:
+            metrics.LABEL_MASS.labels(item_score.scorer.name).observe(item_score.score.estimate.label_mass)
 
 
 def _result(item_id: str, outcome: ItemOutcome) -> reward_pb2.ItemResult:
@@ -156,10 +144,11 @@ def _result(item_id: str, outcome: ItemOutcome) -> reward_pb2.ItemResult:
     return result
 
 
-def _score(score: RubricScore) -> reward_pb2.RubricScore:
+def _score(item_score: ItemScore) -> reward_pb2.RubricScore:
+    scorer, score = item_score.scorer, item_score.score
     estimate = score.estimate
     return reward_pb2.RubricScore(
-        rubric=score.rubric,
+        rubric=scorer.name,
         expected_score=estimate.expected_score,
         reward=estimate.reward,
         distribution=[
@@ -169,23 +158,13 @@ def _score(score: RubricScore) -> reward_pb2.RubricScore:
         label_mass=estimate.label_mass,
         low_confidence=estimate.low_confidence,
         top_label=estimate.top_label,
-        mode=_MODES[score.mode],
+        mode=_MODES.get(score.mode, reward_pb2.SCORING_MODE_UNSPECIFIED),
+        kind=_KINDS[scorer.kind],
+        content_hash=scorer.content_hash,
     )
 
 
-def _rubric_info(served) -> reward_pb2.RubricInfo:
-    rubric = served.rubric
-    return reward_pb2.RubricInfo(
-        name=rubric.name,
-        criterion=rubric.criterion,
-        task_introduction=rubric.task_introduction,
-        evaluation_criteria=rubric.evaluation_criteria,
-        evaluation_steps=rubric.evaluation_steps,
-        steps_generated=rubric.steps_generated,
-        labels=list(rubric.scale.labels),
-        min_score=rubric.scale.min_score,
-        max_score=rubric.scale.max_score,
-        higher_is_better=rubric.scale.higher_is_better,
-        uses_reference=rubric.uses_reference,
-        content_hash=served.content_hash,
-    )
+def _rubric_info(info) -> reward_pb2.RubricInfo:
+    fields = dataclasses.asdict(info)
+    fields["kind"] = _KINDS[info.kind]
+    return reward_pb2.RubricInfo(**fields)

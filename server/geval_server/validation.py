@@ -8,17 +8,18 @@ with one item becomes that item's ItemFailure; the rest are scored.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from geval_client.pb import reward_pb2
 
-from .judge import ItemFailure, Mode, Sampling
 from .prompts import JudgeInput, render_chat
+from .scorers.base import ItemFailure, Mode, Sampling, ScoreOptions
 
 CHAT_ROLES = ("system", "user", "assistant")
 MAX_SAMPLES = 64
 MAX_TEMPERATURE = 2.0
+ECHO_CHARS = 64  # a caller's string quoted in an error is cut to this: errors travel in gRPC metadata
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,7 @@ class ValidRequest:
     items: list[JudgeInput | ItemFailure]
     ids: list[str]
     selection: list[tuple[str, float]]
-    mode: Mode
-    sampling: Sampling
+    options: ScoreOptions
 
 
 def validate(
@@ -60,11 +60,11 @@ def validate(
             "(--max-items-per-request); split the batch",
         )
     selection = _selection(request, needs_reference, default_rubric)
-    mode, sampling = _mode(request)
+    options = _options(request)
     referenced = [name for name, _ in selection if needs_reference[name]]
     items = [_item(i, item, referenced, limits) for i, item in enumerate(request.items)]
     ids = [item.id or str(i) for i, item in enumerate(request.items)]
-    return ValidRequest(items, ids, selection, mode, sampling)
+    return ValidRequest(items, ids, selection, options)
 
 
 def _selection(
@@ -76,10 +76,10 @@ def _selection(
     for i, choice in enumerate(request.rubrics):
         if choice.name not in rubrics:
             raise RequestError(
-                f"rubrics[{i}].name", f"unknown rubric {choice.name!r}; served: {sorted(rubrics)}"
+                f"rubrics[{i}].name", f"unknown rubric {_echo(choice.name)}; served: {sorted(rubrics)}"
             )
         if any(choice.name == name for name, _ in selection):
-            raise RequestError(f"rubrics[{i}].name", f"rubric {choice.name!r} is named twice")
+            raise RequestError(f"rubrics[{i}].name", f"rubric {_echo(choice.name)} is named twice")
         weight = choice.weight if choice.HasField("weight") else 1.0
         if not math.isfinite(weight) or weight < 0:
             raise RequestError(f"rubrics[{i}].weight", f"must be finite and >= 0, got {weight}")
@@ -89,11 +89,19 @@ def _selection(
     return selection
 
 
-def _mode(request: reward_pb2.ScoreRequest) -> tuple[Mode, Sampling]:
-    if request.mode == reward_pb2.SCORING_MODE_EMBEDDING:
-        raise RequestError("mode", "SCORING_MODE_EMBEDDING marks SemScore results; request SemScore as the rubric 'semscore'")
-    if request.mode != reward_pb2.SCORING_MODE_SAMPLING:
-        return Mode.LOGPROBS, Sampling()
+_MODES = {
+    reward_pb2.SCORING_MODE_UNSPECIFIED: Mode.LOGPROBS,
+    reward_pb2.SCORING_MODE_LOGPROBS: Mode.LOGPROBS,
+    reward_pb2.SCORING_MODE_SAMPLING: Mode.SAMPLING,
+}
+
+
+def _options(request: reward_pb2.ScoreRequest) -> ScoreOptions:
+    if request.mode not in _MODES:
+        raise RequestError("mode", f"unknown scoring mode {request.mode}; known: {sorted(_MODES)}")
+    mode = _MODES[request.mode]
+    if mode is not Mode.SAMPLING:
+        return ScoreOptions(mode)
     options = request.sampling
     n = options.n or Sampling.n
     if n > MAX_SAMPLES:
@@ -103,7 +111,14 @@ def _mode(request: reward_pb2.ScoreRequest) -> tuple[Mode, Sampling]:
         raise RequestError(
             "sampling.temperature", f"must be in (0, {MAX_TEMPERATURE}], got {temperature}"
         )
-    return Mode.SAMPLING, Sampling(n=n, temperature=temperature)
+    return ScoreOptions(mode, Sampling(n=n, temperature=temperature))
+
+
+def _echo(text: str) -> str:
+    """A caller's string as quoted in an error, cut short."""
+    if len(text) <= ECHO_CHARS:
+        return repr(text)
+    return f"{text[:ECHO_CHARS]!r}... ({len(text)} characters)"
 
 
 def _check_length(text: str, field: str, limits: Limits) -> None:
@@ -151,7 +166,7 @@ def _prompt_text(i: int, item: reward_pb2.Item) -> str:
             if message.role not in CHAT_ROLES:
                 raise ItemFailure(
                     "INVALID_ARGUMENT",
-                    f"must be one of {list(CHAT_ROLES)}, got {message.role!r}",
+                    f"must be one of {list(CHAT_ROLES)}, got {_echo(message.role)}",
                     f"items[{i}].chat.messages[{j}].role",
                 )
         return render_chat([(m.role, m.content) for m in messages])

@@ -12,7 +12,12 @@ class ScoringMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SCORING_MODE_UNSPECIFIED: _ClassVar[ScoringMode]
     SCORING_MODE_LOGPROBS: _ClassVar[ScoringMode]
     SCORING_MODE_SAMPLING: _ClassVar[ScoringMode]
-    SCORING_MODE_EMBEDDING: _ClassVar[ScoringMode]
+
+class ScorerKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SCORER_KIND_UNSPECIFIED: _ClassVar[ScorerKind]
+    SCORER_KIND_GEVAL: _ClassVar[ScorerKind]
+    SCORER_KIND_SEMSCORE: _ClassVar[ScorerKind]
 
 class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -24,7 +29,9 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
 SCORING_MODE_UNSPECIFIED: ScoringMode
 SCORING_MODE_LOGPROBS: ScoringMode
 SCORING_MODE_SAMPLING: ScoringMode
-SCORING_MODE_EMBEDDING: ScoringMode
+SCORER_KIND_UNSPECIFIED: ScorerKind
+SCORER_KIND_GEVAL: ScorerKind
+SCORER_KIND_SEMSCORE: ScorerKind
 ERROR_CODE_UNSPECIFIED: ErrorCode
 ERROR_CODE_INVALID_ARGUMENT: ErrorCode
 ERROR_CODE_RESOURCE_EXHAUSTED: ErrorCode
@@ -98,7 +105,7 @@ class LabelProbability(_message.Message):
     def __init__(self, label: _Optional[str] = ..., value: _Optional[float] = ..., probability: _Optional[float] = ...) -> None: ...
 
 class RubricScore(_message.Message):
-    __slots__ = ("rubric", "expected_score", "reward", "distribution", "label_mass", "low_confidence", "top_label", "mode")
+    __slots__ = ("rubric", "expected_score", "reward", "distribution", "label_mass", "low_confidence", "top_label", "mode", "kind", "content_hash")
     RUBRIC_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_SCORE_FIELD_NUMBER: _ClassVar[int]
     REWARD_FIELD_NUMBER: _ClassVar[int]
@@ -107,6 +114,8 @@ class RubricScore(_message.Message):
     LOW_CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     TOP_LABEL_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
     rubric: str
     expected_score: float
     reward: float
@@ -115,7 +124,9 @@ class RubricScore(_message.Message):
     low_confidence: bool
     top_label: str
     mode: ScoringMode
-    def __init__(self, rubric: _Optional[str] = ..., expected_score: _Optional[float] = ..., reward: _Optional[float] = ..., distribution: _Optional[_Iterable[_Union[LabelProbability, _Mapping]]] = ..., label_mass: _Optional[float] = ..., low_confidence: _Optional[bool] = ..., top_label: _Optional[str] = ..., mode: _Optional[_Union[ScoringMode, str]] = ...) -> None: ...
+    kind: ScorerKind
+    content_hash: str
+    def __init__(self, rubric: _Optional[str] = ..., expected_score: _Optional[float] = ..., reward: _Optional[float] = ..., distribution: _Optional[_Iterable[_Union[LabelProbability, _Mapping]]] = ..., label_mass: _Optional[float] = ..., low_confidence: _Optional[bool] = ..., top_label: _Optional[str] = ..., mode: _Optional[_Union[ScoringMode, str]] = ..., kind: _Optional[_Union[ScorerKind, str]] = ..., content_hash: _Optional[str] = ...) -> None: ...
 
 class ItemError(_message.Message):
     __slots__ = ("code", "message", "field")
@@ -154,7 +165,7 @@ class GetInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class RubricInfo(_message.Message):
-    __slots__ = ("name", "criterion", "task_introduction", "evaluation_criteria", "evaluation_steps", "steps_generated", "labels", "min_score", "max_score", "higher_is_better", "uses_reference", "content_hash")
+    __slots__ = ("name", "criterion", "task_introduction", "evaluation_criteria", "evaluation_steps", "steps_generated", "labels", "min_score", "max_score", "higher_is_better", "uses_reference", "content_hash", "kind")
     NAME_FIELD_NUMBER: _ClassVar[int]
     CRITERION_FIELD_NUMBER: _ClassVar[int]
     TASK_INTRODUCTION_FIELD_NUMBER: _ClassVar[int]
@@ -167,6 +178,7 @@ class RubricInfo(_message.Message):
     HIGHER_IS_BETTER_FIELD_NUMBER: _ClassVar[int]
     USES_REFERENCE_FIELD_NUMBER: _ClassVar[int]
     CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
     name: str
     criterion: str
     task_introduction: str
@@ -179,7 +191,8 @@ class RubricInfo(_message.Message):
     higher_is_better: bool
     uses_reference: bool
     content_hash: str
-    def __init__(self, name: _Optional[str] = ..., criterion: _Optional[str] = ..., task_introduction: _Optional[str] = ..., evaluation_criteria: _Optional[str] = ..., evaluation_steps: _Optional[str] = ..., steps_generated: _Optional[bool] = ..., labels: _Optional[_Iterable[str]] = ..., min_score: _Optional[float] = ..., max_score: _Optional[float] = ..., higher_is_better: _Optional[bool] = ..., uses_reference: _Optional[bool] = ..., content_hash: _Optional[str] = ...) -> None: ...
+    kind: ScorerKind
+    def __init__(self, name: _Optional[str] = ..., criterion: _Optional[str] = ..., task_introduction: _Optional[str] = ..., evaluation_criteria: _Optional[str] = ..., evaluation_steps: _Optional[str] = ..., steps_generated: _Optional[bool] = ..., labels: _Optional[_Iterable[str]] = ..., min_score: _Optional[float] = ..., max_score: _Optional[float] = ..., higher_is_better: _Optional[bool] = ..., uses_reference: _Optional[bool] = ..., content_hash: _Optional[str] = ..., kind: _Optional[_Union[ScorerKind, str]] = ...) -> None: ...
 
 class GetInfoResponse(_message.Message):
     __slots__ = ("judge_model", "engine_settings", "rubrics", "default_rubric", "low_confidence_threshold", "server_version")

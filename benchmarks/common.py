@@ -1,0 +1,250 @@
+"""What the performance benchmarks share: GRPO-shaped SummEval batches, the judge's
+prompts built by the server's own code, server processes, CPU accounting and the
+results writer.
+
+Timings on a shared machine are noisy, so every benchmark compares runs taken
+side by side in one script run and reports ratios; beside wall-clock items/s it
+records the CPU seconds the serving processes used, which other load on the
+machine disturbs far less.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import json
+import os
+import pathlib
+import platform
+import re
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+from geval_audit import datasets
+from geval_audit.tables import markdown_table
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+RESULTS_DIR = ROOT / "benchmarks" / "results"
+RESULTS_MD = ROOT / "benchmarks" / "RESULTS.md"
+# vLLM's CPU worker pins its compute threads to the cores it does not reserve for
+# the scheduler; on 2 cores that is core 0 for every vLLM on the machine. Where
+# other engines run, all of them share core 0 while core 1 idles, so the
+# benchmarks pin theirs (ours, the ceiling and `vllm serve` alike) to the last core.
+WORKER_CORES = os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", str(os.cpu_count() - 1))
+
+RUBRIC = "summeval-coherence"
+ITEMS_PER_CALL = 64  # a GRPO step: 8 prompts x 8 completions
+
+
+@dataclass(frozen=True)
+class Doc:
+    """One SummEval article with its system summaries (16, some identical)."""
+
+    doc_id: str
+    article: str
+    summaries: tuple[str, ...]
+
+    def distinct_summaries(self) -> list[str]:
+        return list(dict.fromkeys(self.summaries))
+
+
+def summeval_docs() -> list[Doc]:
+    return [Doc(group, texts[0].source, tuple(t.text for t in texts))
+            for group, texts in datasets.groups(datasets.summeval()).items()]
+
+
+def grpo_batch(docs: Sequence[Doc], completions: int = 8) -> list[dict]:
+    """prompts x completions items: each article with `completions` distinct summaries."""
+    items = []
+    for doc in docs:
+        summaries = doc.distinct_summaries()[:completions]
+        if len(summaries) < completions:
+            raise ValueError(f"{doc.doc_id} has only {len(summaries)} distinct summaries")
+        items += [{"prompt": doc.article, "completion": s} for s in summaries]
+    return items
+
+
+def calls(items: list[dict], size: int = ITEMS_PER_CALL) -> list[list[dict]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def embedded_model_path() -> str:
+    from geval_server.embedded_model import EMBEDDED_MODEL, resolve_model
+
+    return resolve_model(EMBEDDED_MODEL)
+
+
+def engine_settings(**overrides: Any) -> dict[str, Any]:
+    """The server's engine settings for the embedded judge (its CPU defaults here)."""
+    from geval_server.engine import JudgeEngine
+
+    return JudgeEngine(embedded_model_path(), overrides).settings
+
+
+class JudgePrompts:
+    """The judge's prompts for a rubric as token ids, built with the server's own
+    code (tokenizer, `prepare_rubric`) but no engine."""
+
+    def __init__(self, rubric: str = RUBRIC) -> None:
+        from geval_server.prompts import Tokenization
+        from geval_server.rubrics import load_rubrics
+        from geval_server.score_slot import LabelVocabulary
+        from geval_server.scorers.geval import prepare_rubric
+        from transformers import AutoTokenizer
+
+        self.tokenization = Tokenization(AutoTokenizer.from_pretrained(embedded_model_path()))
+        self.prepared = prepare_rubric(
+            self.tokenization, LabelVocabulary(self.tokenization), load_rubrics()[rubric], "benchmark", "benchmark"
+        )
+
+    def ids(self, item: dict) -> list[int]:
+        from geval_server.prompts import JudgeInput
+
+        return self.prepared.builder.build(JudgeInput(item["prompt"], item["completion"])).ids
+
+
+# ---- processes -------------------------------------------------------------------------
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process and all its children (engine core, worker)."""
+    total = 0.0
+    root = psutil.Process(pid)
+    for process in [root, *root.children(recursive=True)]:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            times = process.cpu_times()
+            total += times.user + times.system
+    return total
+
+
+def own_cpu_seconds() -> float:
+    """CPU seconds of this process alone (the benchmark's clients)."""
+    times = psutil.Process().cpu_times()
+    return times.user + times.system
+
+
+@contextlib.contextmanager
+def geval_server(port: int, *serve_args: str, log_name: str = "server") -> Iterator[tuple[str, int]]:
+    """A real `geval-reward serve` on our port; yields (address, pid)."""
+    from geval_server.launcher import start_server, stop_server
+
+    log_path = RESULTS_DIR / "logs" / f"{log_name}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    process, address = start_server(log_path, "--port", str(port), *serve_args)
+    try:
+        yield address, process.pid
+    finally:
+        stop_server(process)
+
+
+@dataclass
+class Timed:
+    seconds: float
+    cpu_seconds: float
+
+
+@contextlib.asynccontextmanager
+async def timed(pids: Sequence[int]):
+    """Wall seconds and CPU seconds of the given process trees over a block."""
+    cpu0 = sum(tree_cpu_seconds(p) for p in pids)
+    start = time.perf_counter()
+    result = Timed(0.0, 0.0)
+    yield result
+    result.seconds = time.perf_counter() - start
+    result.cpu_seconds = sum(tree_cpu_seconds(p) for p in pids) - cpu0
+
+
+async def score_concurrently(address: str, batches: Sequence[list[dict]], clients: int) -> list[float]:
+    """Sends the batches as Score calls from `clients` concurrent clients (each its own
+    channel, calls in turn); returns each call's latency."""
+    from geval_client import AsyncRewardClient
+
+    latencies: list[float] = []
+    queue = list(batches)
+
+    async def client_loop() -> None:
+        async with AsyncRewardClient(address, timeout=1800) as client:
+            while queue:
+                batch = queue.pop(0)
+                started = time.perf_counter()
+                results = await client.score(batch, rubrics=RUBRIC)
+                latencies.append(time.perf_counter() - started)
+                failed = [r.error.message for r in results if r.HasField("error")]
+                if failed:
+                    raise RuntimeError(f"{len(failed)} items failed, e.g. {failed[0]}")
+
+    await asyncio.gather(*(client_loop() for _ in range(clients)))
+    return latencies
+
+
+# ---- reporting -------------------------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    import torch
+    import vllm
+
+    cpu = platform.processor()
+    with contextlib.suppress(OSError):
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory_gib": round(psutil.virtual_memory().total / 2**30, 1),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "vllm": vllm.__version__,
+        "load_average_1m_at_start": round(os.getloadavg()[0], 2),
+    }
+
+
+def report(
+    name: str,
+    title: str,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    settings: dict[str, Any],
+    notes: Sequence[str] = (),
+    machine_info: dict[str, Any] | None = None,
+) -> None:
+    """Prints the table, writes results/<name>.json and replaces this benchmark's
+    section of RESULTS.md (between its markers), leaving the rest as it is."""
+    info = machine_info or machine()
+    settings = {**settings, "VLLM_CPU_OMP_THREADS_BIND": WORKER_CORES}
+    info["load_average_1m_at_end"] = round(os.getloadavg()[0], 2)
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    body = markdown_table(columns, rows)
+    print(f"\n{title}\n{body}")
+    for note in notes:
+        print(f"- {note}")
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    (RESULTS_DIR / f"{name}.json").write_text(json.dumps(
+        {"title": title, "when": stamp, "machine": info, "settings": settings,
+         "columns": list(columns), "rows": [list(r) for r in rows], "notes": list(notes)},
+        indent=2, default=str,
+    ))
+    section = "\n".join([
+        f"<!-- {name}:start -->",
+        f"### {title}",
+        "",
+        f"`python benchmarks/{name}.py`, run {stamp}. Machine: {info['cpu']}, {info['cores']} cores, "
+        f"{info['memory_gib']} GiB; torch {info['torch']}, vLLM {info['vllm']}; load average "
+        f"{info['load_average_1m_at_start']} at start, {info['load_average_1m_at_end']} at end.",
+        "Settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()) + ".",
+        "",
+        body,
+        "",
+        *[f"- {note}" for note in notes],
+        f"<!-- {name}:end -->",
+    ])
+    text = RESULTS_MD.read_text() if RESULTS_MD.exists() else "# Benchmark results\n"
+    pattern = re.compile(rf"<!-- {name}:start -->.*?<!-- {name}:end -->", re.S)
+    text = pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip() + "\n\n" + section + "\n"
+    RESULTS_MD.write_text(text)

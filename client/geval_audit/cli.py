@@ -1,0 +1,164 @@
+"""`geval-reward audit`: the command line of the offline reward audit.
+
+Building the parser imports nothing heavy: `geval-reward serve` builds it too."""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import shlex
+import signal
+import sys
+
+from geval_client.transport import read_token
+
+from .inputs import FORMATS, Columns
+
+
+def _rubric(text: str) -> tuple[str, float]:
+    name, sep, weight = text.partition("=")
+    if not name:
+        raise argparse.ArgumentTypeError(f"expected NAME or NAME=WEIGHT, got {text!r}")
+    try:
+        return name, float(weight) if sep else 1.0
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"weight of {name!r} must be a number, got {weight!r}") from None
+
+
+def add_parser(commands) -> None:
+    audit = commands.add_parser(
+        "audit", help="audit a judge's rewards offline (self-preference, length bias, SemScore, agreement)",
+        description="Scores a data set through the reward server and writes per-item results "
+                    "(items.jsonl) and a report (report.md, report.html) to --output. Rerunning with "
+                    "the same --output resumes. Exit status: 0 ok, 1 a --fail-on/--max/--min gate "
+                    "failed, 2 the audit could not run.",
+    )
+    audit.add_argument("input", type=pathlib.Path, help="JSONL, CSV, Parquet file, or a save_to_disk dataset folder")
+    audit.add_argument("-o", "--output", type=pathlib.Path, required=True, help="output folder (resumed if it exists)")
+    audit.add_argument("--format", choices=FORMATS, help="default: from the file name")
+    audit.add_argument("--split", help="split of a saved DatasetDict")
+    audit.add_argument("--limit", type=int, help="audit only the first N input rows")
+    audit.add_argument("--max-prompts", type=int, help="audit only the rows of the first N prompts (groups)")
+    columns = audit.add_argument_group("columns (a dotted name such as scores.coherence reaches into nested records)")
+    columns.add_argument("--prompt-column", default="prompt", help="text, or chat messages (default: prompt)")
+    columns.add_argument("--completion-column", default="completion")
+    columns.add_argument("--reference-column", help="human-written reference: enables self-preference and SemScore")
+    columns.add_argument("--id-column", help="row id that resume matches on (default: the row's position)")
+    columns.add_argument("--group-column", help="what ties completions of one prompt together (default: prompt text)")
+    columns.add_argument("--human-score-column", action="append", default=[],
+                         help="numeric human score: enables agreement with humans (repeatable)")
+    columns.add_argument("--preference-column",
+                         help="humans' choice: true/reference/human, false/completion/model, or equal/tie")
+    server = audit.add_argument_group("judge server")
+    server.add_argument("--target", default="localhost:50051", help="a running server (default localhost:50051)")
+    server.add_argument("--auth-token-file", type=pathlib.Path,
+                        help="bearer token for a server that requires one (default: $GEVAL_REWARD_AUTH_TOKEN)")
+    server.add_argument("--start-server", action="store_true", help="start a judge server for this run instead")
+    server.add_argument("--serve-args", default="",
+                        help='arguments for the started server, e.g. "--rubrics my_rubrics/ --port 50300"')
+    server.add_argument("--rubric", type=_rubric, action="append", default=[], metavar="NAME[=WEIGHT]",
+                        help="rubric to score with (repeatable; default: the server's default rubric)")
+    server.add_argument("--sampling-n", type=int, help="score by sampling n answers instead of log-probabilities")
+    server.add_argument("--temperature", type=float, help="sampling temperature (server default 1.0)")
+    server.add_argument("--batch-size", type=int, default=16, help="rows per Score call (default 16)")
+    server.add_argument("--timeout", type=float, default=600.0, help="seconds per Score call (default 600)")
+    checks = audit.add_argument_group("checks and CI gates")
+    checks.add_argument("--no-self-preference", action="store_true", help="do not score the references")
+    checks.add_argument("--no-semscore", action="store_true")
+    checks.add_argument("--bootstrap-resamples", type=int, default=2000)
+    checks.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    checks.add_argument("--fail-on-self-preference", action="store_true",
+                        help="exit 1 when self-preference is detected (see the report for the rule)")
+    checks.add_argument("--self-preference-margin", type=float, default=0.0,
+                        help="the gap's interval must lie above this to count as detected (default 0)")
+    checks.add_argument("--max-length-correlation", type=float, metavar="RHO",
+                        help="exit 1 when |Spearman(reward, length)| over all completions exceeds RHO")
+    checks.add_argument("--min-agreement", type=float, metavar="RHO",
+                        help="exit 1 when the judge's Spearman with a human score column is under RHO")
+
+
+def config_from_args(args: argparse.Namespace):
+    from .runner import AuditConfig, AuditError
+
+    columns = Columns(
+        completion=args.completion_column, prompt=args.prompt_column, reference=args.reference_column,
+        id=args.id_column, group=args.group_column, human_scores=tuple(args.human_score_column),
+        preference=args.preference_column,
+    )
+    if args.fail_on_self_preference and (columns.reference is None or args.no_self_preference):
+        raise AuditError("--fail-on-self-preference needs --reference-column (and no --no-self-preference)")
+    if args.min_agreement is not None and not columns.human_scores:
+        raise AuditError("--min-agreement needs at least one --human-score-column")
+    for flag, value in (("--limit", args.limit), ("--max-prompts", args.max_prompts),
+                        ("--batch-size", args.batch_size), ("--sampling-n", args.sampling_n)):
+        if value is not None and value < 1:
+            raise AuditError(f"{flag} must be at least 1, got {value}")
+    if len({name for name, _ in args.rubric}) != len(args.rubric):
+        raise AuditError("--rubric: a rubric is named twice")
+    try:
+        token = read_token(args.auth_token_file)
+    except ValueError as error:
+        raise AuditError(f"--auth-token-file: {error}") from None
+    return AuditConfig(
+        input=args.input, token=token, output=args.output, columns=columns, format=args.format, split=args.split,
+        limit=args.limit, max_groups=args.max_prompts, target=args.target,
+        serve_args=shlex.split(args.serve_args) if args.start_server else None,
+        rubrics=dict(args.rubric), sampling_n=args.sampling_n, temperature=args.temperature,
+        batch_size=args.batch_size, timeout_s=args.timeout, self_preference=not args.no_self_preference,
+        semscore=not args.no_semscore, resamples=args.bootstrap_resamples, seed=args.seed,
+        fail_on_self_preference=args.fail_on_self_preference,
+        self_preference_margin=args.self_preference_margin,
+        max_length_correlation=args.max_length_correlation, min_agreement=args.min_agreement,
+    )
+
+
+def print_summary(outcome) -> None:
+    checks = outcome.checks
+    print(f"audit: {outcome.rows_scored_now} rows scored now; {checks.rows_scored} rows in the checks, "
+          f"{len(checks.failed)} left out for scoring errors; report {outcome.report_md} and {outcome.report_html}")
+    sp = checks.self_preference
+    if sp is not None:
+        rate = f"; self-preference rate {sp.self_preference_rate.text()}" if sp.self_preference_rate else ""
+        print(f"audit: self-preference {'DETECTED' if sp.detected else 'not detected'}: mean gap "
+              f"{sp.gap.text()}, judge prefers the completion in {sp.judge_prefers_completion.value:.1%}{rate}")
+    if checks.length_bias is not None:
+        print(f"audit: length bias Spearman {checks.length_bias.overall.spearman.text()} overall, "
+              f"{checks.length_bias.within_prompts.spearman.text()} within prompts")
+    if checks.semscore is not None:
+        print(f"audit: SemScore ({checks.semscore.model}) mean {checks.semscore.mean.text()}")
+    for found in checks.agreement:
+        print(f"audit: {found.metric} vs {found.human_column}: per-prompt Spearman "
+              f"{found.per_prompt.spearman.text()}, all rows {found.overall.spearman.text()}")
+    for failure in outcome.context.gate_failures:
+        print(f"audit: GATE FAILED: {failure}")
+
+
+def _exit_on_sigterm(signum, frame) -> None:
+    """A cancelled CI job gets SIGTERM: unwind, so a judge server started for the
+    run is stopped too (rows written so far stay for the rerun)."""
+    raise SystemExit(128 + signum)
+
+
+def main(args: argparse.Namespace) -> int:
+    from geval_client import RewardServerError
+    from geval_server.launcher import ServerStartError
+
+    from .inputs import InputError
+    from .runner import EXIT_ERROR, AuditError, run_audit
+    from .scoring import ServerUnavailable
+    from .store import OutputMismatch
+
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        outcome = run_audit(config_from_args(args))
+    except (AuditError, InputError, OutputMismatch, ServerStartError, ServerUnavailable) as error:
+        print(f"geval-reward audit: error: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    except RewardServerError as error:
+        print(f"geval-reward audit: error: {error}\n(rows scored so far are saved; rerun to resume)",
+              file=sys.stderr)
+        return EXIT_ERROR
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    print_summary(outcome)
+    return outcome.exit_code

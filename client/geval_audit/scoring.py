@@ -1,0 +1,173 @@
+"""Scores audit rows through the reward server, appending one record per row.
+
+Each row sends its completion and, for the self-preference check, its human
+reference as a second completion for the same prompt (same judge, same
+rubrics). Texts already scored in this run or an earlier one are not sent
+again: rating data repeats pairs across raters. SemScore (completion against
+reference) comes from the same server, as the scorer it serves as `semscore`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from google.protobuf.json_format import MessageToDict
+from tqdm import tqdm
+
+from .inputs import AuditRow
+from .store import ItemStore
+
+TRANSIENT_ERRORS = ("ERROR_CODE_UNAVAILABLE", "ERROR_CODE_RESOURCE_EXHAUSTED")
+SEMSCORE = "semscore"  # the server's name for its SemScore scorer
+
+
+class ServerUnavailable(RuntimeError):
+    """The server could not score some items for now (engine down, overloaded)."""
+
+
+@dataclass(frozen=True)
+class ScoringOptions:
+    rubrics: dict[str, float]
+    sampling_n: int | None = None
+    temperature: float | None = None
+    batch_size: int = 16
+    score_references: bool = True
+    send_references: bool = False  # only rubrics that compare with a reference read it
+    semscore: bool = False  # ask the server for SemScore of each completion against its reference
+
+
+def words(text: str | None) -> int | None:
+    return None if text is None else len(text.split())
+
+
+def digest(text: str | None) -> str | None:
+    """Identifies a text in the records without storing it."""
+    return None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _cache_key(prompt: Any, completion: str, reference: str | None) -> str:
+    return json.dumps([prompt, completion, reference], ensure_ascii=False)
+
+
+def _result_dict(result) -> dict[str, Any]:
+    return MessageToDict(result, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+
+
+def _pairs(row: AuditRow, options: ScoringOptions) -> dict[str, tuple[str, str | None]]:
+    """What to score for a row: role -> (text as completion, reference sent with it).
+    The reference goes along only when a rubric reads it, so that a text is one
+    request whichever reference its row carries."""
+    sent = row.reference if options.send_references else None
+    pairs = {"completion": (row.completion, sent)}
+    if options.score_references and row.reference is not None:
+        pairs["reference"] = (row.reference, sent)
+    return pairs
+
+
+def record_for(
+    row: AuditRow, results: dict[str, dict[str, Any]], semscore: float | None
+) -> dict[str, Any]:
+    return {
+        "key": row.key,
+        "row": row.row,
+        "group": row.group,
+        "completion_words": words(row.completion),
+        "reference_words": words(row.reference),
+        "completion_digest": digest(row.completion),
+        "reference_digest": digest(row.reference),
+        "human_scores": row.human_scores,
+        "preference": row.preference,
+        "completion_result": results["completion"],
+        "reference_result": results.get("reference"),
+        "semscore": semscore,
+    }
+
+
+def seed_cache(rows: Sequence[AuditRow], done: dict[str, dict[str, Any]], options: ScoringOptions) -> dict:
+    """Results of an earlier run, keyed by the texts that produced them."""
+    cache: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        record = done.get(row.key)
+        if record is None:
+            continue
+        for role, (text, reference) in _pairs(row, options).items():
+            if record.get(f"{role}_result") is not None:
+                cache[_cache_key(row.prompt, text, reference)] = record[f"{role}_result"]
+    return cache
+
+
+def score_rows(
+    rows: Sequence[AuditRow],
+    client,
+    store: ItemStore,
+    options: ScoringOptions,
+) -> int:
+    """Scores the rows not yet in the store; returns how many were scored now.
+    A failing call raises (RewardServerError): what was written stays, a rerun resumes."""
+    done = store.load()
+    first_seen = {group: i for i, group in reversed(list(enumerate(row.group for row in rows)))}
+    # One prompt's rows side by side: its repeats dedupe and its prefix is cached once.
+    todo = sorted((row for row in rows if row.key not in done), key=lambda row: first_seen[row.group])
+    cache = seed_cache(rows, done, options)
+    with store.appender() as out, tqdm(total=len(todo), unit="row", desc="audit", disable=None) as bar:
+        for start in range(0, len(todo), options.batch_size):
+            batch = todo[start : start + options.batch_size]
+            _score_missing(batch, client, options, cache)
+            cosines = _semscores(batch, client) if options.semscore else {}
+            transient = []
+            for row in batch:
+                results = {
+                    role: cache[_cache_key(row.prompt, text, reference)]
+                    for role, (text, reference) in _pairs(row, options).items()
+                }
+                errors = [r["error"] for r in results.values() if r.get("error", {}).get("code") in TRANSIENT_ERRORS]
+                if errors:
+                    transient.append((row, errors[0]))
+                    continue
+                out.write(record_for(row, results, cosines.get(row.key)))
+            bar.update(len(batch))
+            if transient:
+                row, error = transient[0]
+                raise ServerUnavailable(
+                    f"the server could not score {len(transient)} row(s), e.g. row {row.row}: "
+                    f"{error['code']}: {error['message']}; rows scored so far are saved, rerun to resume"
+                )
+    return len(todo)
+
+
+def _score_missing(batch: Sequence[AuditRow], client, options: ScoringOptions, cache: dict) -> None:
+    wanted: dict[str, dict[str, Any]] = {}
+    for row in batch:
+        for text, reference in _pairs(row, options).values():
+            key = _cache_key(row.prompt, text, reference)
+            if key not in cache and key not in wanted:
+                item = {"prompt": row.prompt, "completion": text}
+                if reference is not None:
+                    item["reference"] = reference
+                wanted[key] = item
+    if not wanted:
+        return
+    results = client.score(
+        list(wanted.values()), rubrics=options.rubrics,
+        sampling_n=options.sampling_n, temperature=options.temperature,
+    )
+    for key, result in zip(wanted, results):
+        cache[key] = _result_dict(result)
+
+
+def _semscores(batch: Sequence[AuditRow], client) -> dict[str, float]:
+    """SemScore cosine of completion and reference, for rows that have a reference;
+    a row the server could not score gets none."""
+    with_reference = [row for row in batch if row.reference is not None]
+    if not with_reference:
+        return {}
+    items = [{"prompt": r.prompt, "completion": r.completion, "reference": r.reference} for r in with_reference]
+    results = client.score(items, rubrics=SEMSCORE)
+    return {
+        row.key: result.scores[0].expected_score
+        for row, result in zip(with_reference, results) if not result.HasField("error")
+    }

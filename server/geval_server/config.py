@@ -1,0 +1,35 @@
+"""What `geval-reward serve` takes. The defaults here are the server's defaults, read by
+the command line too; this module stays light so that the CLI imports it cheaply."""
+
+from __future__ import annotations
+
+import pathlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from .rubrics import DEFAULT_RUBRIC
+from .validation import Limits
+
+
+@dataclass
+class ServeConfig:
+    """Everything `geval-reward serve` takes; the defaults here are the server's defaults."""
+
+    model: str
+    host: str = "127.0.0.1"
+    port: int = 50051
+    rubric_paths: list[pathlib.Path] = field(default_factory=list)
+    default_rubric: str = DEFAULT_RUBRIC
+    low_confidence_below: float = 0.5
+    engine_args: dict[str, Any] = field(default_factory=dict)
+    demo: bool = False
+    auth_token: str | None = None
+    tls_cert: pathlib.Path | None = None
+    tls_key: pathlib.Path | None = None
+    metrics_port: int | None = None
+    limits: Limits = field(default_factory=Limits)
+    max_pending_items: int = 16384
+    max_message_bytes: int = 64 * 1024 * 1024
+    shutdown_grace_s: float = 30.0
+    semscore: bool = True
+    remove_score_claims: bool = True

@@ -1,0 +1,1 @@
+"""Every way of scoring an item, behind one interface (base.Scorer)."""

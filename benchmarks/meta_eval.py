@@ -19,6 +19,7 @@ over all items).
 
 Usage (starts the embedded judge itself unless --target is given):
     python benchmarks/meta_eval.py --summeval-docs 3 --topical-contexts 5 --qags-docs 20
+    python benchmarks/meta_eval.py --tasks summeval --summeval-docs 10 --modes logprobs --steps with
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import shlex
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import tomllib
@@ -78,15 +80,23 @@ def _task(name: str, rubrics: dict[str, str], records: list[datasets.Rated], per
     return task
 
 
-def load_tasks(summeval_docs: int | None, topical_contexts: int | None, qags_docs: int | None) -> list[Task]:
-    return [
-        _task("SummEval", {d: f"summeval-{d}" for d in datasets.SUMMEVAL_DIMENSIONS},
-              datasets.first_groups(datasets.summeval(), summeval_docs), per_group=True),
-        _task("Topical-Chat", {d: f"topical-chat-{d}" for d in datasets.TOPICAL_CHAT_DIMENSIONS},
-              datasets.first_groups(datasets.topical_chat(), topical_contexts)),
-        _task("QAGS CNN/DM", {"consistency": "summeval-consistency"}, datasets.qags("cnndm")[:qags_docs]),
-        _task("QAGS XSum", {"consistency": "summeval-consistency"}, datasets.qags("xsum")[:qags_docs]),
-    ]
+TASKS = ("summeval", "topical-chat", "qags-cnndm", "qags-xsum")
+
+
+def load_tasks(names: Sequence[str], summeval_docs: int | None, topical_contexts: int | None,
+               qags_docs: int | None) -> list[Task]:
+    make = {
+        "summeval": lambda: _task("SummEval", {d: f"summeval-{d}" for d in datasets.SUMMEVAL_DIMENSIONS},
+                                  datasets.first_groups(datasets.summeval(), summeval_docs), per_group=True),
+        "topical-chat": lambda: _task("Topical-Chat",
+                                      {d: f"topical-chat-{d}" for d in datasets.TOPICAL_CHAT_DIMENSIONS},
+                                      datasets.first_groups(datasets.topical_chat(), topical_contexts)),
+        "qags-cnndm": lambda: _task("QAGS CNN/DM", {"consistency": "summeval-consistency"},
+                                    datasets.qags("cnndm")[:qags_docs]),
+        "qags-xsum": lambda: _task("QAGS XSum", {"consistency": "summeval-consistency"},
+                                   datasets.qags("xsum")[:qags_docs]),
+    }
+    return [make[name]() for name in names]
 
 
 def _toml_value(value) -> str:
@@ -211,7 +221,7 @@ def results_markdown(results: dict) -> str:
 
 
 def run(args: argparse.Namespace, client: RewardClient, judge_model: str) -> dict:
-    tasks = load_tasks(args.summeval_docs, args.topical_contexts, args.qags_docs)
+    tasks = load_tasks(args.tasks, args.summeval_docs, args.topical_contexts, args.qags_docs)
     conditions = [Condition(mode, steps) for steps in args.steps for mode in args.modes]
     columns, rows, facts, raw = [], {}, [], {}
     for task in tasks:
@@ -251,10 +261,22 @@ def run(args: argparse.Namespace, client: RewardClient, judge_model: str) -> dic
             "item_scores": raw}
 
 
+def _names(known: Sequence[str]):
+    def parse(text: str) -> list[str]:
+        names = [n.strip() for n in text.split(",") if n.strip()]
+        unknown = sorted(set(names) - set(known))
+        if unknown or not names:
+            raise argparse.ArgumentTypeError(f"unknown {unknown}; choose from {list(known)}")
+        return names
+    return parse
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--target", help="a running server that serves the presets and the -nosteps copies")
     parser.add_argument("--serve-args", default="", help="extra `serve` arguments when starting the judge")
+    parser.add_argument("--tasks", type=_names(TASKS), default=list(TASKS),
+                        help=f"comma-separated, from {','.join(TASKS)} (default all)")
     parser.add_argument("--summeval-docs", type=int, help="first N SummEval documents (16 summaries each; all: 100)")
     parser.add_argument("--topical-contexts", type=int,
                         help="first N Topical-Chat contexts (6 responses each; all: 60)")
@@ -272,7 +294,7 @@ def main() -> None:
                         help="results path without suffix: writes .json and .md (default %(default)s)")
     args = parser.parse_args()
 
-    presets = {preset for task in load_tasks(1, 1, 1) for preset in task.rubrics.values()}
+    presets = {preset for task in load_tasks(TASKS, 1, 1, 1) for preset in task.rubrics.values()}
     if args.write_rubrics:
         args.write_rubrics.mkdir(parents=True, exist_ok=True)
         write_no_steps_rubrics(presets, args.write_rubrics)

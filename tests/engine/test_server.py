@@ -31,6 +31,8 @@ def check_score(score, rubric_info):
     assert score.reward == pytest.approx(fraction if rubric_info.higher_is_better else 1 - fraction)
     assert score.top_label == max(score.distribution, key=lambda p: p.probability).label
     assert score.low_confidence == (score.label_mass < 0.5)
+    assert score.kind == reward_pb2.SCORER_KIND_GEVAL == rubric_info.kind
+    assert score.content_hash == rubric_info.content_hash
 
 
 def test_scores_carry_the_distribution_behind_them(client, info):
@@ -172,7 +174,10 @@ def test_semscore_is_served_beside_the_judge(client, info):
     ]
     results = client.score(items, rubrics={"semscore": 1.0, "summeval-coherence": 1.0})
     same, unrelated = (r.scores[0] for r in results[:2])
-    assert same.rubric == "semscore" and same.mode == reward_pb2.SCORING_MODE_EMBEDDING
+    assert same.rubric == "semscore" and same.kind == reward_pb2.SCORER_KIND_SEMSCORE
+    assert same.mode == reward_pb2.SCORING_MODE_UNSPECIFIED  # no score slot read
+    assert same.content_hash == semscore.content_hash and semscore.kind == reward_pb2.SCORER_KIND_SEMSCORE
+    assert results[0].scores[1].kind == reward_pb2.SCORER_KIND_GEVAL
     assert same.expected_score == pytest.approx(1.0, abs=1e-4) and same.reward == pytest.approx(1.0, abs=1e-4)
     assert unrelated.reward < same.reward and not unrelated.distribution
     assert results[0].reward == pytest.approx((same.reward + results[0].scores[1].reward) / 2)

@@ -30,12 +30,6 @@ from geval_audit.tables import markdown_table
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "benchmarks" / "results"
 RESULTS_MD = ROOT / "benchmarks" / "RESULTS.md"
-# vLLM's CPU worker pins its compute threads to the cores it does not reserve for
-# the scheduler; on 2 cores that is core 0 for every vLLM on the machine. Where
-# other engines run, all of them share core 0 while core 1 idles, so the
-# benchmarks pin theirs (ours, the ceiling and `vllm serve` alike) to the last core.
-WORKER_CORES = os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", str(os.cpu_count() - 1))
-
 RUBRIC = "summeval-coherence"
 ITEMS_PER_CALL = 64  # a GRPO step: 8 prompts x 8 completions
 
@@ -79,10 +73,12 @@ def embedded_model_path() -> str:
 
 
 def engine_settings(**overrides: Any) -> dict[str, Any]:
-    """The server's engine settings for the embedded judge (its CPU defaults here)."""
+    """The server's engine settings for the embedded judge (its CPU defaults here), with
+    the vLLM environment variables it runs with."""
     from geval_server.engine import JudgeEngine
 
-    return JudgeEngine(embedded_model_path(), overrides).settings
+    engine = JudgeEngine(embedded_model_path(), overrides)
+    return {**engine.settings, **engine.environment}
 
 
 class JudgePrompts:
@@ -217,7 +213,6 @@ def report(
     """Prints the table, writes results/<name>.json and replaces this benchmark's
     section of RESULTS.md (between its markers), leaving the rest as it is."""
     info = machine_info or machine()
-    settings = {**settings, "VLLM_CPU_OMP_THREADS_BIND": WORKER_CORES}
     info["load_average_1m_at_end"] = round(os.getloadavg()[0], 2)
     stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     body = markdown_table(columns, rows)

@@ -97,6 +97,7 @@ def build_server(judge: Judge, config: ServeConfig) -> tuple[grpc.aio.Server, he
     interceptors = [TokenAuthInterceptor(config.auth_token)] if config.auth_token else []
     server = grpc.aio.server(options=message_limits, interceptors=interceptors)
     settings = {key: str(value) for key, value in judge.engine.settings.items()}
+    settings.update(judge.engine.environment)
     settings["max_model_len"] = str(judge.engine.max_model_len)
     settings["model_path"] = judge.engine.model
     service = RewardService(

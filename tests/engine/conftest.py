@@ -12,12 +12,17 @@ TEST_RUBRICS = pathlib.Path(__file__).parents[1] / "rubrics"
 
 
 @pytest.fixture(scope="session")
-def server_address(tmp_path_factory) -> str:
-    """Address of the shared real server, serving the presets and tests/rubrics."""
+def server(tmp_path_factory):
+    """The shared real server, serving the presets and tests/rubrics: (process, address)."""
     log_path = tmp_path_factory.mktemp("server") / "server.log"
     process, address = start_server(log_path, "--rubrics", str(TEST_RUBRICS))
-    yield address
+    yield process, address
     stop_server(process)
+
+
+@pytest.fixture(scope="session")
+def server_address(server) -> str:
+    return server[1]
 
 
 @pytest.fixture(scope="session")

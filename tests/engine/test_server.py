@@ -182,3 +182,24 @@ def test_semscore_is_served_beside_the_judge(client, info):
     assert unrelated.reward < same.reward and not unrelated.distribution
     assert results[0].reward == pytest.approx((same.reward + results[0].scores[1].reward) / 2)
     assert results[2].error.field == "items[2].reference"
+
+
+def test_the_engine_computes_on_every_core_by_default(server, info):
+    """vLLM's CPU backend would keep a core for its scheduler; the server reserves none,
+    so the worker's OpenMP threads run on all of this machine's cores."""
+    import os
+
+    import psutil
+
+    process, _ = server
+    settings = info.engine_settings
+    assert settings["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "0"
+    assert settings["VLLM_CPU_OMP_THREADS_BIND"] == "auto"
+    workers = [p for p in psutil.Process(process.pid).children(recursive=True) if "Worker" in p.name()]
+    assert workers, "no vLLM worker process found under the server"
+    environment = workers[0].environ()
+    cores = sorted(os.sched_getaffinity(0))
+    assert int(environment["OMP_NUM_THREADS"]) == len(cores)
+    allowed = {core for thread in workers[0].threads()
+               for core in os.sched_getaffinity(thread.id)}
+    assert allowed == set(cores)

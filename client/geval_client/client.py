@@ -10,14 +10,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from .pb import reward_pb2, reward_pb2_grpc
-from .requests import Rubrics, score_request
+from .requests import Rubrics, rubric_spec, score_request
 from .retry import RetryPolicy, RewardServerError, is_retryable
 from .transport import (
     MAX_MESSAGE_BYTES,
@@ -97,6 +97,11 @@ class RewardClient(_ClientBase):
     def info(self) -> reward_pb2.GetInfoResponse:
         return self._call("GetInfo", self._stub.GetInfo, reward_pb2.GetInfoRequest())
 
+    def prepare_rubrics(self, rubrics: Sequence[Mapping[str, Any]]) -> list[reward_pb2.RubricInfo]:
+        """Rubric dicts as the server prepares them (generated steps, content hash), scoring nothing."""
+        request = reward_pb2.PrepareRubricsRequest(rubrics=[rubric_spec(r) for r in rubrics])
+        return list(self._call("PrepareRubrics", self._stub.PrepareRubrics, request).rubrics)
+
     def healthy(self) -> bool:
         """One health check, no retries: False when unreachable or not serving."""
         try:
@@ -152,6 +157,10 @@ class AsyncRewardClient(_ClientBase):
 
     async def info(self) -> reward_pb2.GetInfoResponse:
         return await self._call("GetInfo", self._stub.GetInfo, reward_pb2.GetInfoRequest())
+
+    async def prepare_rubrics(self, rubrics: Sequence[Mapping[str, Any]]) -> list[reward_pb2.RubricInfo]:
+        request = reward_pb2.PrepareRubricsRequest(rubrics=[rubric_spec(r) for r in rubrics])
+        return list((await self._call("PrepareRubrics", self._stub.PrepareRubrics, request)).rubrics)
 
     async def healthy(self) -> bool:
         try:

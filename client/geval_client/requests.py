@@ -1,4 +1,11 @@
-"""Builds ScoreRequest protos from plain Python values."""
+"""Builds ScoreRequest protos from plain Python values.
+
+A rubric is chosen by the name the server serves it under, or sent whole as a
+dict with the keys of a rubric file (`name`, `criterion`, `task_introduction`,
+`evaluation_criteria`, optional `evaluation_steps`, `source_label`,
+`target_label`, `reference_label`, `uses_reference`, and `scale` as
+`{"min": 1, "max": 5, "higher_is_better": True}`).
+"""
 
 from __future__ import annotations
 
@@ -8,14 +15,22 @@ from typing import Any
 from .pb import reward_pb2
 
 Prompt = str | Sequence[Mapping[str, str]]
-Rubrics = str | Sequence[str] | Mapping[str, float] | None
+Rubric = str | Mapping[str, Any]  # a served name, or a rubric dict
+# A name or rubric dict; a {name: weight} mapping; or a list of names, rubric dicts and
+# (name or rubric dict, weight) pairs. Weights default to 1.
+Rubrics = Rubric | Mapping[str, float] | Sequence[Rubric | tuple[Rubric, float]] | None
+
+_SPEC_TEXT = ("name", "criterion", "task_introduction", "evaluation_criteria",
+              "evaluation_steps", "source_label", "target_label", "reference_label")
+_SPEC_KEYS = {*_SPEC_TEXT, "uses_reference", "scale"}
 
 
 def make_item(
-    prompt: Prompt, completion: str, reference: str | None = None, item_id: str = ""
+    prompt: Prompt, completion: str, reference: str | None = None, item_id: str = "", rubrics: Rubrics = None
 ) -> reward_pb2.Item:
-    """prompt: plain text, or chat messages as dicts with "role" and "content"."""
-    item = reward_pb2.Item(id=item_id, completion=completion)
+    """prompt: plain text, or chat messages as dicts with "role" and "content".
+    rubrics: this item's own rubrics, scored instead of the request's."""
+    item = reward_pb2.Item(id=item_id, completion=completion, rubrics=rubric_selection(rubrics))
     if isinstance(prompt, str):
         item.text = prompt
     else:
@@ -28,22 +43,57 @@ def make_item(
 
 
 def as_item(value: Any) -> reward_pb2.Item:
+    """An Item, or a dict with prompt, completion and optional reference, id, and the item's
+    own rubric (`rubric`: a name or rubric dict) or rubrics (`rubrics`, as in score())."""
     if isinstance(value, reward_pb2.Item):
         return value
+    if "rubric" in value and "rubrics" in value:
+        raise ValueError("an item takes 'rubric' or 'rubrics', not both")
+    rubrics = [value["rubric"]] if value.get("rubric") is not None else value.get("rubrics")
     return make_item(
-        value["prompt"], value["completion"], value.get("reference"), str(value.get("id", ""))
+        value["prompt"], value["completion"], value.get("reference"), str(value.get("id", "")), rubrics
     )
 
 
+def rubric_spec(rubric: Mapping[str, Any]) -> reward_pb2.RubricSpec:
+    """A rubric dict as sent on the wire; the server checks every field and names the bad one."""
+    unknown = sorted(set(rubric) - _SPEC_KEYS)
+    if unknown:
+        raise ValueError(f"unknown rubric field(s) {unknown}; known: {sorted(_SPEC_KEYS)}")
+    spec = reward_pb2.RubricSpec(**{key: rubric[key] for key in _SPEC_TEXT if rubric.get(key) is not None})
+    spec.uses_reference = bool(rubric.get("uses_reference", False))
+    scale = rubric.get("scale")
+    if scale is not None:
+        spec.scale.min, spec.scale.max = scale.get("min", 0), scale.get("max", 0)
+        if "higher_is_better" in scale:
+            spec.scale.higher_is_better = scale["higher_is_better"]
+    return spec
+
+
 def rubric_selection(rubrics: Rubrics) -> list[reward_pb2.RubricSelection]:
-    """A name, a list of names (weight 1 each), or a {name: weight} mapping."""
     if rubrics is None:
         return []
-    if isinstance(rubrics, str):
-        return [reward_pb2.RubricSelection(name=rubrics)]
+    if isinstance(rubrics, str) or (isinstance(rubrics, Mapping) and _is_rubric(rubrics)):
+        return [_choice(rubrics)]
     if isinstance(rubrics, Mapping):
-        return [reward_pb2.RubricSelection(name=n, weight=w) for n, w in rubrics.items()]
-    return [reward_pb2.RubricSelection(name=n) for n in rubrics]
+        return [_choice(name, weight) for name, weight in rubrics.items()]
+    return [_choice(*entry) if isinstance(entry, tuple) else _choice(entry) for entry in rubrics]
+
+
+def _is_rubric(mapping: Mapping) -> bool:
+    """A rubric dict, as opposed to a {name: weight} mapping (whose values are numbers)."""
+    return not all(isinstance(v, int | float) and not isinstance(v, bool) for v in mapping.values())
+
+
+def _choice(rubric: Rubric, weight: float | None = None) -> reward_pb2.RubricSelection:
+    choice = reward_pb2.RubricSelection()
+    if isinstance(rubric, str):
+        choice.name = rubric
+    else:
+        choice.spec.CopyFrom(rubric_spec(rubric))
+    if weight is not None:
+        choice.weight = weight
+    return choice
 
 
 def score_request(

@@ -54,7 +54,10 @@ def _add_serve(commands) -> None:
     limits = serve.add_argument_group("limits and operations")
     limits.add_argument("--max-items-per-request", type=int, default=Limits.max_items)
     limits.add_argument("--max-field-chars", type=int, default=Limits.max_field_chars,
-                        help="characters per prompt, completion or reference")
+                        help="characters per prompt, completion, reference or rubric field")
+    limits.add_argument("--max-inline-rubrics", type=int, default=Limits.max_inline_rubrics,
+                        help="distinct rubrics sent with one request, and prepared rubrics the server keeps "
+                             "(default %(default)s)")
     limits.add_argument("--max-pending-items", type=int, default=ServeConfig.max_pending_items,
                         help="items accepted and not yet answered; beyond it calls get RESOURCE_EXHAUSTED")
     limits.add_argument("--max-message-mb", type=int, default=ServeConfig.max_message_bytes // 2**20,
@@ -108,7 +111,8 @@ def main(argv: list[str] | None = None) -> None:
             default_rubric=args.default_rubric, low_confidence_below=args.low_confidence_below,
             engine_args=_engine_args(args), demo=args.demo, auth_token=_auth_token(args, parser),
             tls_cert=args.tls_cert, tls_key=args.tls_key, metrics_port=args.metrics_port,
-            limits=Limits(max_items=args.max_items_per_request, max_field_chars=args.max_field_chars),
+            limits=Limits(max_items=args.max_items_per_request, max_field_chars=args.max_field_chars,
+                          max_inline_rubrics=args.max_inline_rubrics),
             max_pending_items=args.max_pending_items, max_message_bytes=args.max_message_mb * 1024 * 1024,
             shutdown_grace_s=args.shutdown_grace_s, semscore=args.semscore,
             remove_score_claims=args.remove_score_claims,

@@ -1,4 +1,4 @@
-"""Scores a batch of items with the chosen scorers: one request per (item,
+"""Scores a batch of items, each with its chosen scorers: one request per (item,
 scorer), identical requests scored once, every scorer's requests in flight
 together so vLLM batches them, then one reward per item.
 """
@@ -7,17 +7,23 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .engine import JudgeEngine
+from .inline_rubrics import InlineRubrics
 from .prompts import JudgeInput
+from .rubrics import Rubric
 from .score_claims import ScoreClaimRedactor
 from .scorers.base import ItemFailure, Score, ScoreOptions, Scorer
 from .scoring import NoLabelMass, weighted_reward
 
 log = logging.getLogger(__name__)
+
+Choice = str | Rubric  # a served scorer's name, or a rubric sent with the request
+Selection = Sequence[tuple[Scorer, float]]  # an item's scorers and their weights
 
 
 @dataclass(frozen=True)
@@ -40,73 +46,101 @@ class Judge:
         engine: JudgeEngine,
         scorers: Mapping[str, Scorer],
         judge_model: str,
-        redactor: ScoreClaimRedactor | None = None,
+        inline: InlineRubrics,
+        remove_score_claims: bool = True,
     ) -> None:
-        """redactor: blanks score claims in completions for the scorers that want it; None keeps them."""
+        """scorers: the served ones by name; inline: where callers' rubrics are prepared.
+        remove_score_claims: blank `Criterion: 5` claims in completions for the scorers that
+        read them (score_claims.py)."""
         self.engine = engine
         self.scorers = dict(scorers)
         self.judge_model = judge_model
-        self.redactor = redactor
+        self.inline = inline
+        self.remove_score_claims = remove_score_claims
+        self._served_criteria = frozenset(_criteria(self.scorers.values()))
 
     @property
     def needs_reference(self) -> dict[str, bool]:
         """Every scorer served, and whether it needs the item's reference."""
         return {name: scorer.needs_reference for name, scorer in self.scorers.items()}
 
+    async def resolve(self, choices: Iterable[Choice]) -> dict[Choice, Scorer | BaseException]:
+        """Each choice's scorer: served ones by name, inline rubrics prepared (all at once,
+        each only the first time it is seen); a preparation that failed gives its exception."""
+        distinct = list(dict.fromkeys(choices))
+        inline = [choice for choice in distinct if isinstance(choice, Rubric)]
+        prepared = await asyncio.gather(*(self.inline.scorer(rubric) for rubric in inline), return_exceptions=True)
+        resolved: dict[Choice, Scorer | BaseException] = {c: self.scorers[c] for c in distinct if isinstance(c, str)}
+        resolved.update(zip(inline, prepared))
+        return resolved
+
     async def score(
         self,
         items: Sequence[JudgeInput | ItemFailure],
-        selection: Sequence[tuple[str, float]],
+        selections: Sequence[Selection],
         options: ScoreOptions = ScoreOptions(),
     ) -> list[ItemOutcome]:
+        """selections: per item, its scorers and weights (failed items may have none)."""
         outcomes = [ItemOutcome() for _ in items]
-        scorers = [self.scorers[name] for name, _ in selection]
-        # (scorer position, request) -> the (item, scorer position) slots waiting for it
-        waiting: dict[tuple[int, Hashable], list[tuple[int, int]]] = {}
-        for index, item in enumerate(items):
+        redactor = self._redactor(selections)
+        # (scorer, request) -> the (item, position in its selection) slots waiting for it
+        waiting: dict[tuple[Scorer, Hashable], list[tuple[int, int]]] = {}
+        for index, (item, selection) in enumerate(zip(items, selections)):
             if isinstance(item, ItemFailure):
                 outcomes[index].failure = item
                 continue
-            blanked = self._without_score_claims(item, outcomes[index])
+            blanked = self._without_score_claims(item, outcomes[index], redactor)
             try:
-                wanted = [s.request(blanked if s.blank_score_claims else item, f"items[{index}]") for s in scorers]
+                wanted = [(s, s.request(blanked if s.blank_score_claims else item, f"items[{index}]"))
+                          for s, _ in selection]
             except ItemFailure as failure:
                 outcomes[index].failure = failure
                 continue
-            for position, request in enumerate(wanted):
-                waiting.setdefault((position, request), []).append((index, position))
+            for position, key in enumerate(wanted):
+                waiting.setdefault(key, []).append((index, position))
 
-        positions = sorted({position for position, _ in waiting})
-        requests = {p: [request for q, request in waiting if q == p] for p in positions}
+        requests: dict[Scorer, list[Hashable]] = {}
+        for scorer, request in waiting:
+            requests.setdefault(scorer, []).append(request)
         results = await asyncio.gather(
-            *(scorers[p].score(requests[p], options) for p in positions), return_exceptions=True
+            *(scorer.score(batch, options) for scorer, batch in requests.items()), return_exceptions=True
         )
-        by_key: dict[tuple[int, Hashable], Score | BaseException] = {}
-        for p, batch in zip(positions, results):
-            scored = [batch] * len(requests[p]) if isinstance(batch, BaseException) else batch
-            by_key.update(zip(((p, request) for request in requests[p]), scored))
+        by_key: dict[tuple[Scorer, Hashable], Score | BaseException] = {}
+        for (scorer, batch), scored in zip(requests.items(), results):
+            per_request = [scored] * len(batch) if isinstance(scored, BaseException) else scored
+            by_key.update(zip(((scorer, request) for request in batch), per_request))
 
         per_item: dict[int, dict[int, ItemScore]] = {}
         for key, result in by_key.items():
+            scorer = key[0]
             for index, position in waiting[key]:
                 if isinstance(result, BaseException):
-                    failure = self._as_failure(result, scorers[position].name)
+                    failure = self._as_failure(result, scorer.name)
                     outcomes[index].failure = outcomes[index].failure or failure
                 else:
-                    per_item.setdefault(index, {})[position] = ItemScore(scorers[position], result)
-        weights = [weight for _, weight in selection]
+                    per_item.setdefault(index, {})[position] = ItemScore(scorer, result)
         for index, scores in per_item.items():
             outcome = outcomes[index]
             outcome.scores = [scores[p] for p in sorted(scores)]
             if outcome.failure is None:
+                weights = [weight for _, weight in selections[index]]
                 outcome.reward = weighted_reward([s.score.estimate.reward for s in outcome.scores], weights)
         return outcomes
 
-    def _without_score_claims(self, item: JudgeInput, outcome: ItemOutcome) -> JudgeInput:
+    def _redactor(self, selections: Sequence[Selection]) -> ScoreClaimRedactor | None:
+        """Claims of every served criterion and of the call's inline rubrics are blanked."""
+        if not self.remove_score_claims:
+            return None
+        chosen = {scorer for selection in selections for scorer, _ in selection}
+        criteria = self._served_criteria | frozenset(_criteria(chosen))
+        return _redactor_for(criteria) if criteria else None
+
+    @staticmethod
+    def _without_score_claims(item: JudgeInput, outcome: ItemOutcome, redactor) -> JudgeInput:
         """The item with score claims blanked in its completion, counted on the outcome."""
-        if self.redactor is None:
+        if redactor is None:
             return item
-        completion, outcome.score_claims_removed = self.redactor.redact(item.completion)
+        completion, outcome.score_claims_removed = redactor.redact(item.completion)
         return dataclasses.replace(item, completion=completion) if outcome.score_claims_removed else item
 
     def _as_failure(self, error: BaseException, scorer: str) -> ItemFailure:
@@ -122,3 +156,11 @@ class Judge:
         return ItemFailure("INTERNAL", f"rubric {scorer!r}: scoring failed: {type(error).__name__}: {error}")
 
 
+def _criteria(scorers: Iterable[Scorer]) -> Iterable[str]:
+    return (s.info().criterion for s in scorers if s.blank_score_claims)
+
+
+@functools.lru_cache(maxsize=64)
+def _redactor_for(criteria: frozenset[str]) -> ScoreClaimRedactor:
+    """Compiled once per set of criteria: most calls share the served set."""
+    return ScoreClaimRedactor(sorted(criteria))

@@ -1,6 +1,7 @@
-"""Rubrics: what the judge is asked, loaded from TOML files (presets ship in presets/).
+"""Rubrics: what the judge is asked, loaded from TOML files (presets ship in presets/)
+or sent by the caller with a request (the same fields, checked the same way).
 
-A rubric file holds the G-Eval prompt parts: task introduction, evaluation
+A rubric holds the G-Eval prompt parts: task introduction, evaluation
 criteria, optional evaluation steps (generated once by the judge when absent,
 see autocot.py), the section labels, and the score scale.
 """
@@ -26,7 +27,12 @@ _KNOWN_KEYS = set(_REQUIRED_TEXT) | set(_OPTIONAL_TEXT) | {"uses_reference", "sc
 
 
 class RubricError(ValueError):
-    """A rubric file is malformed; the message names the file and the field."""
+    """A rubric is malformed; the message names where it came from and the field,
+    `key` holds the field (None when the rubric as a whole is at fault)."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 @dataclass(frozen=True)
@@ -65,17 +71,19 @@ def load_rubric(path: pathlib.Path) -> Rubric:
 
 
 def rubric_from_dict(data: dict, origin: str) -> Rubric:
+    """The one check of a rubric's fields; errors start with `origin` (a file, or the
+    request field that carried the rubric) and name the field."""
     unknown = sorted(set(data) - _KNOWN_KEYS)
     if unknown:
         raise RubricError(f"{origin}: unknown field(s) {unknown}; known: {sorted(_KNOWN_KEYS)}")
     for key in _REQUIRED_TEXT:
         if not isinstance(data.get(key), str) or not data[key].strip():
-            raise RubricError(f"{origin}: field '{key}' is required and must be a non-empty string")
+            raise RubricError(f"{origin}: field '{key}' is required and must be a non-empty string", key)
     for key in _OPTIONAL_TEXT:
         if key in data and (not isinstance(data[key], str) or not data[key].strip()):
-            raise RubricError(f"{origin}: field '{key}' must be a non-empty string when given")
+            raise RubricError(f"{origin}: field '{key}' must be a non-empty string when given", key)
     if "uses_reference" in data and not isinstance(data["uses_reference"], bool):
-        raise RubricError(f"{origin}: field 'uses_reference' must be true or false")
+        raise RubricError(f"{origin}: field 'uses_reference' must be true or false", "uses_reference")
     scale = _scale_from_dict(data.get("scale"), origin)
     text = {key: data[key].strip() for key in _REQUIRED_TEXT + _OPTIONAL_TEXT if key in data}
     return Rubric(scale=scale, uses_reference=data.get("uses_reference", False), **text)
@@ -83,18 +91,19 @@ def rubric_from_dict(data: dict, origin: str) -> Rubric:
 
 def _scale_from_dict(scale: object, origin: str) -> Scale:
     if not isinstance(scale, dict):
-        raise RubricError(f"{origin}: table [scale] with integer 'min' and 'max' is required")
+        raise RubricError(f"{origin}: field 'scale' (the [scale] table) with integer 'min' and 'max' is required",
+                          "scale")
     unknown = sorted(set(scale) - {"min", "max", "higher_is_better"})
     if unknown:
-        raise RubricError(f"{origin}: unknown field(s) in [scale]: {unknown}")
+        raise RubricError(f"{origin}: unknown field(s) in [scale]: {unknown}", "scale")
     low, high = scale.get("min"), scale.get("max")
     if type(low) is not int or type(high) is not int:
-        raise RubricError(f"{origin}: scale.min and scale.max must be integers")
+        raise RubricError(f"{origin}: scale.min and scale.max must be integers", "scale")
     if high <= low:
-        raise RubricError(f"{origin}: scale.max ({high}) must be greater than scale.min ({low})")
+        raise RubricError(f"{origin}: scale.max ({high}) must be greater than scale.min ({low})", "scale")
     higher_is_better = scale.get("higher_is_better", True)
     if not isinstance(higher_is_better, bool):
-        raise RubricError(f"{origin}: scale.higher_is_better must be true or false")
+        raise RubricError(f"{origin}: scale.higher_is_better must be true or false", "scale")
     return Scale(low, high, higher_is_better)
 
 

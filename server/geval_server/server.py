@@ -16,15 +16,16 @@ from .auth import TokenAuthInterceptor
 from .config import ServeConfig
 from .embedded_model import resolve_model
 from .engine import JudgeEngine
+from .inline_rubrics import InlineRubrics
 from .judge import Judge
 from .metrics import serve_metrics
 from .prompts import Tokenization
 from .rubrics import Rubric, load_rubrics
-from .score_claims import ScoreClaimRedactor
 from .scorers.base import Scorer
-from .scorers.geval import geval_scorers
+from .scorers.geval import GEvalPreparer
 from .scorers.semscore import SemScorer, SemScoreScorer
 from .service import RewardService
+from .validation import Limits
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +44,10 @@ async def start_judge(config: ServeConfig) -> Judge:
     model_path = resolve_model(config.model)
     engine = JudgeEngine(model_path, config.engine_args)
     engine.start()
-    semscorer = None
-    if config.semscore:
-        from .scorers.semscore import SemScorer
-
-        semscorer = SemScorer()
+    semscorer = SemScorer() if config.semscore else None
     return await prepare_judge(
         engine, Tokenization(AutoTokenizer.from_pretrained(model_path)), config.model, list(rubrics.values()),
-        config.low_confidence_below, config.remove_score_claims, semscorer,
+        config.low_confidence_below, config.remove_score_claims, semscorer, config.limits.max_inline_rubrics,
     )
 
 
@@ -62,20 +59,22 @@ async def prepare_judge(
     low_confidence_below: float,
     remove_score_claims: bool,
     semscorer: SemScorer | None = None,
+    max_inline_rubrics: int = Limits.max_inline_rubrics,
 ) -> Judge:
     """The judge over a started engine: a G-Eval scorer per rubric, SemScore beside them
-    when its model is given, and the score-claim blanking."""
+    when its model is given, callers' rubrics prepared as they come, and the score-claim
+    blanking."""
     # Blanking claims changes what the judge reads, so it is part of every rubric's hash.
     policy = "score-claims-removed" if remove_score_claims else "score-claims-kept"
-    scorers: dict[str, Scorer] = await geval_scorers(
-        engine, tokenization, judge_model, rubrics, low_confidence_below, policy
-    )
+    preparer = GEvalPreparer(engine, tokenization, judge_model, low_confidence_below, policy)
+    served = await asyncio.gather(*(preparer.scorer(rubric) for rubric in rubrics))  # steps written in one batch
+    scorers: dict[str, Scorer] = {scorer.name: scorer for scorer in served}
     if semscorer is not None:
         semscore = SemScoreScorer(semscorer)
         scorers[semscore.name] = semscore
         log.info("serving SemScore as rubric %r (%s)", semscore.name, semscorer.description)
-    redactor = ScoreClaimRedactor(r.criterion for r in rubrics) if remove_score_claims and rubrics else None
-    return Judge(engine, scorers, judge_model, redactor)
+    inline = InlineRubrics(preparer.scorer, max_inline_rubrics)
+    return Judge(engine, scorers, judge_model, inline, remove_score_claims)
 
 
 def _bind(server: grpc.aio.Server, config: ServeConfig) -> int:

@@ -15,7 +15,7 @@ from geval_client.pb import reward_pb2, reward_pb2_grpc
 from . import __version__, metrics
 from .judge import ItemOutcome, ItemScore, Judge
 from .scorers.base import Kind, Mode
-from .validation import Limits, RequestError, validate
+from .validation import Limits, RequestError, inline_rubrics, scorer_selections, unservable_rubrics, validate
 
 log = logging.getLogger(__name__)
 
@@ -85,11 +85,16 @@ class RewardService(reward_pb2_grpc.RewardServiceServicer):
                 f"server busy: {self._pending_items} items pending, a queue limit of "
                 f"{self._max_pending_items} (--max-pending-items); retry in {RETRY_PUSHBACK_MS} ms",
             )
-        call["rubrics"] = [name for name, _ in valid.selection]
+        call["rubrics"] = [getattr(choice, "name", choice) for choice, _ in valid.selection]
         self._pending_items += n_items
         metrics.PENDING_ITEMS.set(self._pending_items)
         try:
-            outcomes = await self._judge.score(valid.items, valid.selection, valid.options)
+            resolved = await self._judge.resolve(valid.choices)
+            try:
+                selections = scorer_selections(valid, resolved)
+            except RequestError as error:
+                raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from error
+            outcomes = await self._judge.score(valid.items, selections, valid.options)
         finally:
             self._pending_items -= n_items
             metrics.PENDING_ITEMS.set(self._pending_items)
@@ -99,6 +104,17 @@ class RewardService(reward_pb2_grpc.RewardServiceServicer):
         _record(outcomes)
         results = [_result(item_id, outcome) for item_id, outcome in zip(valid.ids, outcomes)]
         return reward_pb2.ScoreResponse(results=results, judge_model=self._judge.judge_model)
+
+    async def PrepareRubrics(
+        self, request: reward_pb2.PrepareRubricsRequest, context
+    ) -> reward_pb2.PrepareRubricsResponse:
+        try:
+            rubrics = inline_rubrics(request.rubrics, self._limits)
+            resolved = await self._judge.resolve(rubrics)
+            unservable_rubrics(rubrics, resolved)
+        except RequestError as error:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+        return reward_pb2.PrepareRubricsResponse(rubrics=[_rubric_info(resolved[r].info()) for r in rubrics])
 
     async def GetInfo(self, request: reward_pb2.GetInfoRequest, context) -> reward_pb2.GetInfoResponse:
         return reward_pb2.GetInfoResponse(

@@ -1,25 +1,31 @@
 """Turns a ScoreRequest into judge inputs, checking every field.
 
-Request-wide problems (no items, unknown rubric, bad weights or sampling
-options) raise RequestError and fail the call with INVALID_ARGUMENT. A problem
-with one item becomes that item's ItemFailure; the rest are scored.
+Request-wide problems (no items, unknown rubric, a bad inline rubric, bad
+weights or sampling options) raise RequestError and fail the call with
+INVALID_ARGUMENT. A problem with one item, its own rubrics included, becomes
+that item's ItemFailure; the rest are scored.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from geval_client.pb import reward_pb2
 
+from .judge import Choice, Selection
 from .prompts import JudgeInput, render_chat
-from .scorers.base import ItemFailure, Mode, Sampling, ScoreOptions
+from .rubrics import Rubric, RubricError, rubric_from_dict
+from .score_slot import LabelTokenError
+from .scorers.base import ItemFailure, Mode, Sampling, ScoreOptions, Scorer
 
 CHAT_ROLES = ("system", "user", "assistant")
 MAX_SAMPLES = 64
 MAX_TEMPERATURE = 2.0
 ECHO_CHARS = 64  # a caller's string quoted in an error is cut to this: errors travel in gRPC metadata
+
+ChoiceSelection = list[tuple[Choice, float]]
 
 
 @dataclass(frozen=True)
@@ -28,6 +34,7 @@ class Limits:
 
     max_items: int = 4096
     max_field_chars: int = 200_000
+    max_inline_rubrics: int = 1024  # distinct rubrics sent with one request; the server keeps as many
 
 
 class RequestError(ValueError):
@@ -40,8 +47,14 @@ class RequestError(ValueError):
 class ValidRequest:
     items: list[JudgeInput | ItemFailure]
     ids: list[str]
-    selection: list[tuple[str, float]]
+    selection: ChoiceSelection  # the request's rubrics
+    item_selections: list[ChoiceSelection | None]  # an item's own rubrics, where it sent any
     options: ScoreOptions
+
+    @property
+    def choices(self) -> list[Choice]:
+        own = [choice for selection in self.item_selections if selection for choice, _ in selection]
+        return [choice for choice, _ in self.selection] + own
 
 
 def validate(
@@ -59,34 +72,133 @@ def validate(
             f"{len(request.items)} items exceed the limit of {limits.max_items} per request "
             "(--max-items-per-request); split the batch",
         )
-    selection = _selection(request, needs_reference, default_rubric)
+    selection = _selection(request.rubrics, "rubrics", needs_reference, limits) or [(default_rubric, 1.0)]
     options = _options(request)
-    referenced = [name for name, _ in selection if needs_reference[name]]
-    items = [_item(i, item, referenced, limits) for i, item in enumerate(request.items)]
+    items: list[JudgeInput | ItemFailure] = []
+    item_selections: list[ChoiceSelection | None] = []
+    for i, item in enumerate(request.items):
+        try:
+            own = _selection(item.rubrics, f"items[{i}].rubrics", needs_reference, limits) or None
+        except RequestError as error:
+            items.append(ItemFailure("INVALID_ARGUMENT", str(error), error.field))
+            item_selections.append(None)
+            continue
+        referenced = [_name(c) for c, _ in own or selection if _needs_reference(c, needs_reference)]
+        items.append(_item(i, item, referenced, limits))
+        item_selections.append(own)
+    inline = {c for c in [*(c for c, _ in selection), *(c for own in item_selections for c, _ in own or ())]
+              if isinstance(c, Rubric)}
+    if len(inline) > limits.max_inline_rubrics:
+        raise RequestError(
+            "rubrics",
+            f"{len(inline)} distinct rubrics sent with the request exceed the limit of "
+            f"{limits.max_inline_rubrics} (--max-inline-rubrics); split the batch",
+        )
     ids = [item.id or str(i) for i, item in enumerate(request.items)]
-    return ValidRequest(items, ids, selection, options)
+    return ValidRequest(items, ids, selection, item_selections, options)
+
+
+def scorer_selections(valid: ValidRequest, resolved: Mapping[Choice, Scorer | BaseException]) -> list[Selection]:
+    """Each item's scorers, once the judge has resolved every choice. A request rubric that
+    cannot be served fails the call; an item's own one fails that item."""
+    for i, (choice, _) in enumerate(valid.selection):
+        if isinstance(resolved[choice], BaseException):
+            raise RequestError(f"rubrics[{i}].spec", _unservable(resolved[choice]))
+    selections: list[Selection] = []
+    for index, own in enumerate(valid.item_selections):
+        chosen = own or valid.selection
+        failed = [(j, resolved[c]) for j, (c, _) in enumerate(chosen) if isinstance(resolved[c], BaseException)]
+        if failed and not isinstance(valid.items[index], ItemFailure):
+            j, error = failed[0]
+            field = f"items[{index}].rubrics[{j}].spec"
+            valid.items[index] = ItemFailure("INVALID_ARGUMENT", f"{field}: {_unservable(error)}", field)
+        selections.append([] if failed else [(resolved[c], weight) for c, weight in chosen])
+    return selections
+
+
+def inline_rubrics(specs: Sequence[reward_pb2.RubricSpec], limits: Limits) -> list[Rubric]:
+    """The rubrics of a PrepareRubrics call, checked as Score checks them."""
+    if not specs:
+        raise RequestError("rubrics", "send at least one rubric")
+    if len(specs) > limits.max_inline_rubrics:
+        raise RequestError(
+            "rubrics", f"{len(specs)} rubrics exceed the limit of {limits.max_inline_rubrics} (--max-inline-rubrics)"
+        )
+    return [_inline_rubric(spec, f"rubrics[{i}]", limits) for i, spec in enumerate(specs)]
+
+
+def unservable_rubrics(rubrics: Sequence[Rubric], resolved: Mapping[Choice, Scorer | BaseException]) -> None:
+    """Raises RequestError for the first rubric of a PrepareRubrics call the judge cannot serve."""
+    for i, rubric in enumerate(rubrics):
+        if isinstance(resolved[rubric], BaseException):
+            raise RequestError(f"rubrics[{i}]", _unservable(resolved[rubric]))
+
+
+def _unservable(error: BaseException) -> str:
+    """Why an inline rubric cannot be served: one the judge cannot read (a label of several
+    tokens, say) is the caller's to fix; anything else is a server failure, raised as such."""
+    if isinstance(error, LabelTokenError):
+        return str(error)
+    raise error
+
+
+def _name(choice: Choice) -> str:
+    return choice if isinstance(choice, str) else choice.name
+
+
+def _needs_reference(choice: Choice, served: Mapping[str, bool]) -> bool:
+    return served[choice] if isinstance(choice, str) else choice.uses_reference
 
 
 def _selection(
-    request: reward_pb2.ScoreRequest, rubrics: Mapping[str, bool], default_rubric: str
-) -> list[tuple[str, float]]:
-    if not request.rubrics:
-        return [(default_rubric, 1.0)]
-    selection: list[tuple[str, float]] = []
-    for i, choice in enumerate(request.rubrics):
-        if choice.name not in rubrics:
-            raise RequestError(
-                f"rubrics[{i}].name", f"unknown rubric {_echo(choice.name)}; served: {sorted(rubrics)}"
-            )
-        if any(choice.name == name for name, _ in selection):
-            raise RequestError(f"rubrics[{i}].name", f"rubric {_echo(choice.name)} is named twice")
+    choices: Sequence[reward_pb2.RubricSelection], field: str, served: Mapping[str, bool], limits: Limits
+) -> ChoiceSelection:
+    """Rubrics of a request or of one item: served names and inline rubrics, weighted."""
+    selection: ChoiceSelection = []
+    for i, choice in enumerate(choices):
+        where = f"{field}[{i}]"
+        chosen: Choice
+        if choice.WhichOneof("rubric") == "spec":
+            chosen = _inline_rubric(choice.spec, f"{where}.spec", limits)
+        elif choice.name in served:
+            chosen = choice.name
+        else:
+            raise RequestError(f"{where}.name", f"unknown rubric {_echo(choice.name)}; served: {sorted(served)}")
+        if any(_name(chosen) == _name(earlier) for earlier, _ in selection):
+            named = f"{where}.name" if isinstance(chosen, str) else f"{where}.spec.name"
+            raise RequestError(named, f"rubric {_echo(_name(chosen))} is named twice")
         weight = choice.weight if choice.HasField("weight") else 1.0
         if not math.isfinite(weight) or weight < 0:
-            raise RequestError(f"rubrics[{i}].weight", f"must be finite and >= 0, got {weight}")
-        selection.append((choice.name, weight))
-    if not any(weight > 0 for _, weight in selection):
-        raise RequestError("rubrics", "the weights must not all be 0")
+            raise RequestError(f"{where}.weight", f"must be finite and >= 0, got {weight}")
+        selection.append((chosen, weight))
+    if selection and not any(weight > 0 for _, weight in selection):
+        raise RequestError(field, "the weights must not all be 0")
     return selection
+
+
+def _inline_rubric(spec: reward_pb2.RubricSpec, field: str, limits: Limits) -> Rubric:
+    """A rubric sent with the request, checked as a rubric file is (rubric_from_dict), its
+    text under the same length limit as any other caller text."""
+    data: dict = {key: getattr(spec, key) for key in ("name", "criterion", "task_introduction", "evaluation_criteria")}
+    for key in ("evaluation_steps", "source_label", "target_label", "reference_label"):
+        if spec.HasField(key):
+            data[key] = getattr(spec, key)
+    for key, text in data.items():
+        if len(text) > limits.max_field_chars:
+            raise RequestError(
+                f"{field}.{key}",
+                f"{len(text)} characters exceed the limit of {limits.max_field_chars} (--max-field-chars)",
+            )
+    data["uses_reference"] = spec.uses_reference
+    if spec.HasField("scale"):
+        data["scale"] = {"min": spec.scale.min, "max": spec.scale.max}
+        if spec.scale.HasField("higher_is_better"):
+            data["scale"]["higher_is_better"] = spec.scale.higher_is_better
+    try:
+        return rubric_from_dict(data, origin=field)
+    except RubricError as error:
+        where = f"{field}.{error.key}" if error.key else field
+        raise RequestError(where, str(error).removeprefix(f"{field}: ")) from None
 
 
 _MODES = {

@@ -197,9 +197,6 @@ def test_the_engine_computes_on_every_core_by_default(server, info):
     assert settings["VLLM_CPU_OMP_THREADS_BIND"] == "auto"
     workers = [p for p in psutil.Process(process.pid).children(recursive=True) if "Worker" in p.name()]
     assert workers, "no vLLM worker process found under the server"
-    environment = workers[0].environ()
-    cores = sorted(os.sched_getaffinity(0))
-    assert int(environment["OMP_NUM_THREADS"]) == len(cores)
-    allowed = {core for thread in workers[0].threads()
-               for core in os.sched_getaffinity(thread.id)}
-    assert allowed == set(cores)
+    # Its compute threads are bound one per core; with a core reserved all of them sat on core 0.
+    allowed = {core for thread in workers[0].threads() for core in os.sched_getaffinity(thread.id)}
+    assert allowed == os.sched_getaffinity(0)

@@ -55,3 +55,9 @@ def fake_judge(rubrics=("summeval-coherence",), remove_score_claims=True, semsco
         engine, tokenization, "fake-judge", [presets[name] for name in rubrics], 0.5, remove_score_claims, semscorer
     ))
     return judge, engine, tokenization
+
+
+def score_all(judge, items, names):
+    """Scores every item with the served scorers `names`, weight 1 each, as the judge is called."""
+    selection = [(judge.scorers[name], 1.0) for name in names]
+    return asyncio.run(judge.score(items, [selection] * len(items)))

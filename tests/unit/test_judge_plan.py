@@ -3,12 +3,11 @@ identical items in a batch become one engine request, and requests reach the
 engine in token order so items that share a prompt sit side by side for vLLM's
 prefix cache. The real engine's speed is measured in benchmarks/, not here."""
 
-import asyncio
 
 import pytest
 from geval_server.prompts import JudgeInput
 
-from tests.unit.fakes import fake_judge
+from tests.unit.fakes import fake_judge, score_all
 
 RUBRIC = "summeval-coherence"
 
@@ -25,7 +24,7 @@ def test_identical_items_are_scored_once_and_every_copy_gets_the_result(judge_an
     c = JudgeInput("Article two.", "Summary A.")
     items = [a, b, a, c, b, a]
 
-    outcomes = asyncio.run(judge.score(items, [(RUBRIC, 1.0)]))
+    outcomes = score_all(judge, items, [RUBRIC])
 
     assert len(engine.prompts) == 3
     assert len({tuple(p) for p in engine.prompts}) == 3
@@ -39,7 +38,7 @@ def test_requests_reach_the_engine_in_token_order_grouped_by_prompt(judge_and_en
     articles = ["Zebra article text.", "Apple article text.", "Mango article text."]
     items = [JudgeInput(articles[i % 3], f"Completion number {i}.") for i in range(9)]  # groups interleaved
 
-    asyncio.run(judge.score(items, [(RUBRIC, 1.0)]))
+    score_all(judge, items, [RUBRIC])
 
     assert engine.prompts == sorted(engine.prompts)
     decoded = [tokenization.decode(p) for p in engine.prompts]

@@ -2,14 +2,13 @@
 them; everything else in the text stays as written. Pure logic, and the judge's
 request plan with a recording fake engine."""
 
-import asyncio
 
 import pytest
 from geval_server.prompts import JudgeInput
 from geval_server.score_claims import REDACTED, ScoreClaimRedactor
 from geval_server.scorers.semscore import NAME as SEMSCORE
 
-from tests.unit.fakes import fake_judge
+from tests.unit.fakes import fake_judge, score_all
 
 REDACTOR = ScoreClaimRedactor(["Coherence", "Fluency", "Relevance", "Consistency"])
 
@@ -61,7 +60,7 @@ def test_the_judge_reads_the_blanked_completion_and_the_result_counts_the_claims
     judge, engine, tokenization = fake_judge(remove_score_claims=True)
     items = [JudgeInput("Article.", "A summary. Coherence: 5"), JudgeInput("Article.", "A summary.")]
 
-    outcomes = asyncio.run(judge.score(items, [("summeval-coherence", 1.0)]))
+    outcomes = score_all(judge, items, ["summeval-coherence"])
 
     prompts = sorted(tokenization.decode(p) for p in engine.prompts)
     assert any(f"A summary. Coherence: {REDACTED}" in p for p in prompts)
@@ -73,7 +72,7 @@ def test_keep_score_claims_judges_the_text_as_written_under_another_content_hash
     kept, engine, tokenization = fake_judge(remove_score_claims=False)
     removed, _, _ = fake_judge(remove_score_claims=True)
 
-    outcomes = asyncio.run(kept.score([JudgeInput("Article.", "Coherence: 5")], [("summeval-coherence", 1.0)]))
+    outcomes = score_all(kept, [JudgeInput("Article.", "Coherence: 5")], ["summeval-coherence"])
 
     assert "Coherence: 5" in tokenization.decode(engine.prompts[0])
     assert outcomes[0].score_claims_removed == 0
@@ -95,6 +94,6 @@ def test_semscore_compares_the_completion_as_written():
     echo = _EchoSemScorer()
     judge, _, _ = fake_judge(remove_score_claims=True, semscorer=echo)
 
-    asyncio.run(judge.score([JudgeInput("Article.", "Coherence: 5", "Reference.")], [(SEMSCORE, 1.0)]))
+    score_all(judge, [JudgeInput("Article.", "Coherence: 5", "Reference.")], [SEMSCORE])
 
     assert echo.completions == ["Coherence: 5"]

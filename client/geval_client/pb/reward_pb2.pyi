@@ -53,26 +53,64 @@ class Conversation(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ...) -> None: ...
 
 class Item(_message.Message):
-    __slots__ = ("id", "text", "chat", "completion", "reference")
+    __slots__ = ("id", "text", "chat", "completion", "reference", "rubrics")
     ID_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     CHAT_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_FIELD_NUMBER: _ClassVar[int]
     REFERENCE_FIELD_NUMBER: _ClassVar[int]
+    RUBRICS_FIELD_NUMBER: _ClassVar[int]
     id: str
     text: str
     chat: Conversation
     completion: str
     reference: str
-    def __init__(self, id: _Optional[str] = ..., text: _Optional[str] = ..., chat: _Optional[_Union[Conversation, _Mapping]] = ..., completion: _Optional[str] = ..., reference: _Optional[str] = ...) -> None: ...
+    rubrics: _containers.RepeatedCompositeFieldContainer[RubricSelection]
+    def __init__(self, id: _Optional[str] = ..., text: _Optional[str] = ..., chat: _Optional[_Union[Conversation, _Mapping]] = ..., completion: _Optional[str] = ..., reference: _Optional[str] = ..., rubrics: _Optional[_Iterable[_Union[RubricSelection, _Mapping]]] = ...) -> None: ...
+
+class RubricSpec(_message.Message):
+    __slots__ = ("name", "criterion", "task_introduction", "evaluation_criteria", "evaluation_steps", "source_label", "target_label", "reference_label", "uses_reference", "scale")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CRITERION_FIELD_NUMBER: _ClassVar[int]
+    TASK_INTRODUCTION_FIELD_NUMBER: _ClassVar[int]
+    EVALUATION_CRITERIA_FIELD_NUMBER: _ClassVar[int]
+    EVALUATION_STEPS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_LABEL_FIELD_NUMBER: _ClassVar[int]
+    TARGET_LABEL_FIELD_NUMBER: _ClassVar[int]
+    REFERENCE_LABEL_FIELD_NUMBER: _ClassVar[int]
+    USES_REFERENCE_FIELD_NUMBER: _ClassVar[int]
+    SCALE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    criterion: str
+    task_introduction: str
+    evaluation_criteria: str
+    evaluation_steps: str
+    source_label: str
+    target_label: str
+    reference_label: str
+    uses_reference: bool
+    scale: Scale
+    def __init__(self, name: _Optional[str] = ..., criterion: _Optional[str] = ..., task_introduction: _Optional[str] = ..., evaluation_criteria: _Optional[str] = ..., evaluation_steps: _Optional[str] = ..., source_label: _Optional[str] = ..., target_label: _Optional[str] = ..., reference_label: _Optional[str] = ..., uses_reference: _Optional[bool] = ..., scale: _Optional[_Union[Scale, _Mapping]] = ...) -> None: ...
+
+class Scale(_message.Message):
+    __slots__ = ("min", "max", "higher_is_better")
+    MIN_FIELD_NUMBER: _ClassVar[int]
+    MAX_FIELD_NUMBER: _ClassVar[int]
+    HIGHER_IS_BETTER_FIELD_NUMBER: _ClassVar[int]
+    min: int
+    max: int
+    higher_is_better: bool
+    def __init__(self, min: _Optional[int] = ..., max: _Optional[int] = ..., higher_is_better: _Optional[bool] = ...) -> None: ...
 
 class RubricSelection(_message.Message):
-    __slots__ = ("name", "weight")
+    __slots__ = ("name", "spec", "weight")
     NAME_FIELD_NUMBER: _ClassVar[int]
+    SPEC_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
     name: str
+    spec: RubricSpec
     weight: float
-    def __init__(self, name: _Optional[str] = ..., weight: _Optional[float] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., spec: _Optional[_Union[RubricSpec, _Mapping]] = ..., weight: _Optional[float] = ...) -> None: ...
 
 class SamplingOptions(_message.Message):
     __slots__ = ("n", "temperature")
@@ -159,6 +197,18 @@ class ScoreResponse(_message.Message):
     results: _containers.RepeatedCompositeFieldContainer[ItemResult]
     judge_model: str
     def __init__(self, results: _Optional[_Iterable[_Union[ItemResult, _Mapping]]] = ..., judge_model: _Optional[str] = ...) -> None: ...
+
+class PrepareRubricsRequest(_message.Message):
+    __slots__ = ("rubrics",)
+    RUBRICS_FIELD_NUMBER: _ClassVar[int]
+    rubrics: _containers.RepeatedCompositeFieldContainer[RubricSpec]
+    def __init__(self, rubrics: _Optional[_Iterable[_Union[RubricSpec, _Mapping]]] = ...) -> None: ...
+
+class PrepareRubricsResponse(_message.Message):
+    __slots__ = ("rubrics",)
+    RUBRICS_FIELD_NUMBER: _ClassVar[int]
+    rubrics: _containers.RepeatedCompositeFieldContainer[RubricInfo]
+    def __init__(self, rubrics: _Optional[_Iterable[_Union[RubricInfo, _Mapping]]] = ...) -> None: ...
 
 class GetInfoRequest(_message.Message):
     __slots__ = ()

@@ -39,6 +39,11 @@ class RewardServiceStub:
                 request_serializer=geval_dot_reward_dot_v1_dot_reward__pb2.ScoreRequest.SerializeToString,
                 response_deserializer=geval_dot_reward_dot_v1_dot_reward__pb2.ScoreResponse.FromString,
                 _registered_method=True)
+        self.PrepareRubrics = channel.unary_unary(
+                '/geval.reward.v1.RewardService/PrepareRubrics',
+                request_serializer=geval_dot_reward_dot_v1_dot_reward__pb2.PrepareRubricsRequest.SerializeToString,
+                response_deserializer=geval_dot_reward_dot_v1_dot_reward__pb2.PrepareRubricsResponse.FromString,
+                _registered_method=True)
         self.GetInfo = channel.unary_unary(
                 '/geval.reward.v1.RewardService/GetInfo',
                 request_serializer=geval_dot_reward_dot_v1_dot_reward__pb2.GetInfoRequest.SerializeToString,
@@ -59,6 +64,16 @@ class RewardServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PrepareRubrics(self, request, context):
+        """Prepares rubrics sent by the caller as Score would (checks them, has the
+        judge write missing evaluation steps, finds the score slot) and describes
+        them, scoring nothing: review generated steps before training. The
+        prepared rubrics are cached, so a Score call with the same ones reuses them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetInfo(self, request, context):
         """Describes the judge, the engine settings and every rubric served, so any
         reward can be traced to exactly what produced it.
@@ -74,6 +89,11 @@ def add_RewardServiceServicer_to_server(servicer, server):
                     servicer.Score,
                     request_deserializer=geval_dot_reward_dot_v1_dot_reward__pb2.ScoreRequest.FromString,
                     response_serializer=geval_dot_reward_dot_v1_dot_reward__pb2.ScoreResponse.SerializeToString,
+            ),
+            'PrepareRubrics': grpc.unary_unary_rpc_method_handler(
+                    servicer.PrepareRubrics,
+                    request_deserializer=geval_dot_reward_dot_v1_dot_reward__pb2.PrepareRubricsRequest.FromString,
+                    response_serializer=geval_dot_reward_dot_v1_dot_reward__pb2.PrepareRubricsResponse.SerializeToString,
             ),
             'GetInfo': grpc.unary_unary_rpc_method_handler(
                     servicer.GetInfo,
@@ -108,6 +128,33 @@ class RewardService:
             '/geval.reward.v1.RewardService/Score',
             geval_dot_reward_dot_v1_dot_reward__pb2.ScoreRequest.SerializeToString,
             geval_dot_reward_dot_v1_dot_reward__pb2.ScoreResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PrepareRubrics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/geval.reward.v1.RewardService/PrepareRubrics',
+            geval_dot_reward_dot_v1_dot_reward__pb2.PrepareRubricsRequest.SerializeToString,
+            geval_dot_reward_dot_v1_dot_reward__pb2.PrepareRubricsResponse.FromString,
             options,
             channel_credentials,
             insecure,

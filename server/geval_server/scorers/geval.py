@@ -106,20 +106,23 @@ class GEvalScorer:
         )
 
 
-async def geval_scorers(
-    engine: JudgeEngine,
-    tokenization: Tokenization,
-    judge_model: str,
-    rubrics: Sequence[Rubric],
-    low_confidence_below: float,
-    policy: str,
-) -> dict[str, GEvalScorer]:
-    """Serves each rubric: evaluation steps generated where missing (all at once, so
-    the engine batches them), then prepared."""
-    vocabulary = LabelVocabulary(tokenization)
-    completed = await asyncio.gather(*(ensure_steps(engine, tokenization, judge_model, r) for r in rubrics))
-    return {
-        rubric.name: GEvalScorer(prepare_rubric(tokenization, vocabulary, rubric, judge_model, policy),
-                                 engine, low_confidence_below)
-        for rubric in completed
-    }
+class GEvalPreparer:
+    """Turns rubrics into G-Eval scorers on one judge: the served ones at start-up,
+    callers' inline ones as they arrive."""
+
+    def __init__(
+        self, engine: JudgeEngine, tokenization: Tokenization, judge_model: str, low_confidence_below: float,
+        policy: str,
+    ) -> None:
+        self._engine = engine
+        self._tokenization = tokenization
+        self._vocabulary = LabelVocabulary(tokenization)  # once per tokenizer: it walks the vocabulary
+        self._judge_model = judge_model
+        self._low_confidence_below = low_confidence_below
+        self._policy = policy
+
+    async def scorer(self, rubric: Rubric) -> GEvalScorer:
+        """Evaluation steps generated where missing (an engine request), then prepared."""
+        completed = await ensure_steps(self._engine, self._tokenization, self._judge_model, rubric)
+        prepared = prepare_rubric(self._tokenization, self._vocabulary, completed, self._judge_model, self._policy)
+        return GEvalScorer(prepared, self._engine, self._low_confidence_below)

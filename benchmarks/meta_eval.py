@@ -36,13 +36,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import tomllib
 from geval_audit import datasets
 from geval_audit.stats import Correlation, dataset_correlation, grouped_correlation
 from geval_audit.tables import markdown_table
 from geval_client import RewardClient
 from geval_server.launcher import running_server
-from geval_server.rubrics import PRESET_DIR
+from geval_server.rubrics import PRESET_DIR, read_toml
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results" / "meta_eval"
 NO_STEPS_SUFFIX = "-nosteps"
@@ -110,7 +109,7 @@ def _toml_value(value) -> str:
 def write_no_steps_rubrics(names: set[str], folder: pathlib.Path) -> None:
     """Copies of the presets named NAME-nosteps, their steps one neutral line."""
     for name in sorted(names):
-        data = tomllib.loads((PRESET_DIR / f"{name}.toml").read_text(encoding="utf-8"))
+        data = read_toml(PRESET_DIR / f"{name}.toml")
         data["name"] = name + NO_STEPS_SUFFIX
         data["evaluation_steps"] = NO_STEPS_TEXT
         scale = data.pop("scale")

@@ -14,9 +14,12 @@ import json
 import pathlib
 from dataclasses import dataclass
 
-import tomllib
-
 from .scoring import Scale
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 PRESET_DIR = pathlib.Path(__file__).parent / "presets"
 DEFAULT_RUBRIC = "overall-quality"
@@ -62,12 +65,16 @@ class Rubric:
         return hashlib.sha256(blob).hexdigest()
 
 
-def load_rubric(path: pathlib.Path) -> Rubric:
+def read_toml(path: pathlib.Path) -> dict:
+    """A rubric file's fields, unchecked."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as err:
         raise RubricError(f"{path}: cannot read rubric: {err}") from err
-    return rubric_from_dict(data, origin=str(path))
+
+
+def load_rubric(path: pathlib.Path) -> Rubric:
+    return rubric_from_dict(read_toml(path), origin=str(path))
 
 
 def rubric_from_dict(data: dict, origin: str) -> Rubric:

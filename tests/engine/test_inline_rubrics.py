@@ -1,0 +1,66 @@
+"""Rubrics sent with requests, through the real server and judge: per-item rubrics
+score exactly as the same rubrics served from files, generated steps can be
+reviewed before scoring, and a bad rubric names its field."""
+
+import grpc
+import pytest
+from geval_client import RewardServerError, make_item
+from geval_server.rubrics import PRESET_DIR, read_toml
+
+ARTICLE = (
+    "The city council voted on Tuesday to build a new public library on the site of the old bus "
+    "depot. Construction starts in March and takes two years."
+)
+SUMMARIES = [
+    "The council approved a new library on the old depot site.",
+    "A library will be built. It takes two years.",
+    "Bus depot library council Tuesday March.",
+]
+PRESETS = ["summeval-coherence", "summeval-fluency", "summeval-relevance"]
+
+
+def _preset(name: str) -> dict:
+    return read_toml(PRESET_DIR / f"{name}.toml")
+
+
+def test_every_item_with_its_own_rubric_scores_as_that_rubric_served_from_a_file(client):
+    items = [make_item(ARTICLE, summary, rubrics=[_preset(name)]) for summary, name in zip(SUMMARIES, PRESETS)]
+    batched = client.score(items)
+    alone = [client.score([make_item(ARTICLE, s)], rubrics=name)[0] for s, name in zip(SUMMARIES, PRESETS)]
+    for name, inline, served in zip(PRESETS, batched, alone):
+        assert not inline.HasField("error"), inline.error.message
+        assert inline.scores[0].rubric == name
+        assert inline.scores[0].content_hash == served.scores[0].content_hash  # the very same prompt
+        assert inline.reward == pytest.approx(served.reward, abs=1e-5)
+        assert [p.probability for p in inline.scores[0].distribution] == pytest.approx(
+            [p.probability for p in served.scores[0].distribution], abs=1e-5
+        )
+
+
+def test_a_rubric_without_steps_is_prepared_once_and_can_be_reviewed_before_scoring(client):
+    rubric = {
+        "name": "engine-test-conciseness", "criterion": "Conciseness",
+        "task_introduction": "You will be given a news article and a summary of it. Rate the summary on one metric.",
+        "evaluation_criteria": "Conciseness (1-5) - the summary says what matters in few words.",
+        "scale": {"min": 1, "max": 5},
+    }
+    info = client.prepare_rubrics([rubric])[0]
+    assert info.steps_generated and info.evaluation_steps.startswith("1.")
+    assert list(info.labels) == ["1", "2", "3", "4", "5"] and info.content_hash
+    results = client.score([make_item(ARTICLE, SUMMARIES[0], rubrics=[rubric]),
+                            make_item(ARTICLE, SUMMARIES[1])], rubrics=[("summeval-coherence", 1.0)])
+    assert results[0].scores[0].content_hash == info.content_hash  # the steps the caller reviewed
+    assert results[1].scores[0].rubric == "summeval-coherence"
+    assert client.prepare_rubrics([rubric])[0].content_hash == info.content_hash
+
+
+def test_a_bad_request_rubric_fails_the_call_and_a_bad_item_rubric_only_its_item(client):
+    bad = {**_preset("summeval-coherence"), "scale": {"min": 1, "max": 1}}
+    with pytest.raises(RewardServerError) as error:
+        client.score([make_item(ARTICLE, SUMMARIES[0])], rubrics=[bad])
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "rubrics[0].spec.scale" in error.value.details()
+    results = client.score([make_item(ARTICLE, SUMMARIES[0], rubrics=[bad]), make_item(ARTICLE, SUMMARIES[1])],
+                           rubrics="summeval-coherence")
+    assert results[0].error.field == "items[0].rubrics[0].spec.scale"
+    assert not results[1].HasField("error")

@@ -2,7 +2,9 @@
 
 - Self-preference against human references (G-Eval paper, Fig. 2): the same
   judge and rubrics score the model completion and the human reference for one
-  prompt; gap = reward(completion) - reward(reference).
+  prompt; gap = reward(completion) - reward(reference). Judges also prefer longer
+  text, so the gap is also read at equal length: regressed on the difference in
+  words (its intercept), and averaged over pairs of about the same length.
 - Length bias: rank correlation of reward with length in words, over all
   scored texts and within prompts. The texts are the completions and, where
   scored, the references (in pairwise data a prompt often has one completion,
@@ -20,13 +22,21 @@ repeated ratings of one pair, are not independent evidence.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .inputs import PREFERENCES
-from .stats import Correlation, Estimate, bootstrap_mean, dataset_correlation, grouped_correlation
+from .stats import (
+    Correlation,
+    Estimate,
+    bootstrap_mean,
+    bootstrap_regression,
+    dataset_correlation,
+    grouped_correlation,
+)
 
 JUDGE_METRIC = "judge reward"
 SEMSCORE_METRIC = "SemScore"
@@ -37,6 +47,21 @@ class LabelBreakdown:
     pairs: int
     judge_prefers_completion: Estimate  # share
     gap: Estimate
+
+
+@dataclass(frozen=True)
+class LengthControl:
+    """The tested pairs' gap with length held equal."""
+
+    pairs: int
+    mean_word_difference: float  # completion - reference
+    gap_at_equal_length: Estimate  # the intercept of gap ~ word difference
+    gap_per_100_words: Estimate  # its slope, per 100 words of difference
+    gap_and_length: Correlation  # Spearman and Kendall of the gap with the word difference
+    matched_pairs: int  # pairs within MATCHED_WORDS (or 10%) of each other in length
+    matched_gap: Estimate
+    detected: bool  # the gap at equal length lies above the margin
+    verdict: str
 
 
 @dataclass(frozen=True)
@@ -53,6 +78,7 @@ class SelfPreference:
     self_preference_rate: Estimate | None
     detected: bool
     rule: str
+    length: LengthControl | None  # None when the texts' lengths are not known or all differ alike
     gaps: list[float] = field(repr=False)
 
 
@@ -129,11 +155,14 @@ def self_preference(
     gap = mean(gaps, everything)
     if "reference" in by_label:
         tested = by_label["reference"].gap
+        tested_pairs = [i for i, r in enumerate(pairs) if r.get("preference") == "reference"]
         rule = (f"detected when the 95% interval of the mean gap over pairs where humans preferred "
                 f"the reference lies above {margin:g}")
     else:
-        tested = gap
+        tested, tested_pairs = gap, list(everything)
         rule = f"detected when the 95% interval of the mean gap (completion - reference) lies above {margin:g}"
+    detected = tested.excludes(margin) == "above"
+    chosen = [pairs[i] for i in tested_pairs]
     return SelfPreference(
         pairs=len(pairs),
         mean_completion_reward=sum(model) / len(model),
@@ -144,9 +173,53 @@ def self_preference(
         gap_by_rubric={name: mean(values, everything) for name, values in by_rubric.items()},
         by_human_label=by_label,
         self_preference_rate=by_label["reference"].judge_prefers_completion if "reference" in by_label else None,
-        detected=tested.excludes(margin) == "above",
+        detected=detected,
         rule=rule,
+        length=length_control([gaps[i] for i in tested_pairs], chosen, detected, margin, resamples, seed),
         gaps=gaps,
+    )
+
+
+MATCHED_WORDS = 5
+
+
+def length_control(
+    gaps: Sequence[float], pairs: Sequence[dict], detected: bool, margin: float, resamples: int, seed: int
+) -> LengthControl | None:
+    """The gap at equal length: the intercept of the gap regressed on the difference in
+    words, and the mean gap over pairs of about the same length."""
+    if any(r.get("completion_words") is None or r.get("reference_words") is None for r in pairs):
+        return None
+    differences = [r["completion_words"] - r["reference_words"] for r in pairs]
+    groups = [r["group"] for r in pairs]
+    fit = bootstrap_regression(differences, gaps, resamples, seed=seed, clusters=groups)
+    if math.isnan(fit.intercept.value):
+        return None
+    matched = [i for i, r in enumerate(pairs)
+               if abs(differences[i]) <= max(MATCHED_WORDS, 0.1 * (r["completion_words"] + r["reference_words"]) / 2)]
+    at_equal = fit.intercept
+    holds = at_equal.excludes(margin) == "above"
+    if detected and holds:
+        verdict = "it holds at equal length: length does not explain it"
+    elif detected:
+        verdict = (f"**length explains it**: at equal length the gap is {at_equal.text()}, not above {margin:g}; "
+                   "the judge rewards the difference in length, not who wrote the text")
+    elif holds:
+        verdict = f"**length hides it**: at equal length the gap is {at_equal.text()}, above {margin:g}"
+    else:
+        verdict = f"not at equal length either (gap {at_equal.text()})"
+    per_100 = fit.slope
+    return LengthControl(
+        pairs=len(pairs),
+        mean_word_difference=sum(differences) / len(differences),
+        gap_at_equal_length=at_equal,
+        gap_per_100_words=Estimate(per_100.value * 100, per_100.low * 100, per_100.high * 100, per_100.n),
+        gap_and_length=dataset_correlation(gaps, differences, resamples, seed=seed, clusters=groups),
+        matched_pairs=len(matched),
+        matched_gap=bootstrap_mean([gaps[i] for i in matched], resamples, seed=seed,
+                                   clusters=[groups[i] for i in matched]),
+        detected=holds,
+        verdict=verdict,
     )
 
 

@@ -121,6 +121,9 @@ def print_summary(outcome) -> None:
         rate = f"; self-preference rate {sp.self_preference_rate.text()}" if sp.self_preference_rate else ""
         print(f"audit: self-preference {'DETECTED' if sp.detected else 'not detected'}: mean gap "
               f"{sp.gap.text()}, judge prefers the completion in {sp.judge_prefers_completion.value:.1%}{rate}")
+        if sp.length is not None:
+            print(f"audit: at equal length: gap {sp.length.gap_at_equal_length.text()}; "
+                  f"{sp.length.verdict.replace('**', '')}")
     if checks.length_bias is not None:
         print(f"audit: length bias Spearman {checks.length_bias.overall.spearman.text()} overall, "
               f"{checks.length_bias.within_prompts.spearman.text()} within prompts")

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 
 from . import plots
-from .checks import Checks, SelfPreference
+from .checks import MATCHED_WORDS, Checks, LengthControl, SelfPreference
 from .inputs import RowError
 from .stats import Correlation, Estimate
 from .tables import markdown_table
@@ -93,6 +93,8 @@ def self_preference_section(check: SelfPreference, context: RunContext) -> Secti
         f"Self-preference: {verdict} "
         f"({check.rule})."
     )
+    if check.length is not None:
+        section.blocks.append(_length_control(check.length))
     if context.rubrics_using_reference:
         section.blocks.append(
             f"Note: {context.rubrics_using_reference} compare with the reference, so the reference was "
@@ -121,6 +123,29 @@ def self_preference_section(check: SelfPreference, context: RunContext) -> Secti
     return section
 
 
+def _length_control(control: LengthControl) -> str:
+    return (
+        f"**Length.** Judges tend to reward longer text, and over the {control.pairs} pairs the verdict "
+        f"rests on the completion is {control.mean_word_difference:+.1f} words longer than the reference on "
+        f"average. Regressing the gap on the difference in words gives a gap at equal length of "
+        f"{control.gap_at_equal_length.text()} and {control.gap_per_100_words.text()} per 100 words of "
+        f"difference (Spearman of gap and difference {control.gap_and_length.spearman.text()}); the "
+        f"{control.matched_pairs} pairs within {MATCHED_WORDS} words (or 10%) of each other have a mean gap "
+        f"of {control.matched_gap.text()}. Self-preference controlled for length: {control.verdict}."
+    )
+
+
+def _two_text_warning(correlation: Correlation, what: str) -> list[str]:
+    """Per-prompt correlations over two texts are +1 or -1: their mean counts votes."""
+    if not correlation.groups_used or correlation.groups_of_two * 2 < correlation.groups_used:
+        return []
+    return [
+        f"**Warning:** {correlation.groups_of_two} of the {correlation.groups_used} prompts behind {what} "
+        "have only two texts, whose rank correlation can only be +1 or -1; the mean over prompts is then "
+        "a vote count, not a correlation. Read the all-texts figure instead, or add texts per prompt."
+    ]
+
+
 def length_section(checks: Checks) -> Section:
     bias = checks.length_bias
     section = Section("Length bias")
@@ -134,6 +159,7 @@ def length_section(checks: Checks) -> Section:
         ["scope", "Spearman [95% CI]", "Kendall [95% CI]"],
         [["all texts", *_corr_cells(bias.overall)], ["within prompts", *_corr_cells(bias.within_prompts)]],
     ))
+    section.blocks += _two_text_warning(bias.within_prompts, "the within-prompts figure")
     section.blocks.append(Figure("Reward against length", plots.length_scatter(bias)))
     return section
 
@@ -166,6 +192,8 @@ def agreement_section(checks: Checks) -> Section:
           f"{a.per_prompt.groups_used}/{a.per_prompt.groups_skipped}", *_corr_cells(a.overall)]
          for a in checks.agreement],
     ))
+    for found in checks.agreement:
+        section.blocks += _two_text_warning(found.per_prompt, f"the per-prompt {found.metric} figure")
     plotted = [a for a in checks.agreement if not math.isnan(a.per_prompt.spearman.value)]
     if plotted:
         section.blocks.append(Figure("Per-prompt agreement with humans", plots.agreement_bars(plotted)))

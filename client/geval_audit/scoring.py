@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +24,7 @@ from .inputs import AuditRow
 from .store import ItemStore
 
 TRANSIENT_ERRORS = ("ERROR_CODE_UNAVAILABLE", "ERROR_CODE_RESOURCE_EXHAUSTED")
+PROGRESS_EVERY_S = 30.0  # without a terminal (CI logs, nohup), a progress line this often
 SEMSCORE = "semscore"  # the server's name for its SemScore scorer
 
 
@@ -113,6 +116,7 @@ def score_rows(
     # One prompt's rows side by side: its repeats dedupe and its prefix is cached once.
     todo = sorted((row for row in rows if row.key not in done), key=lambda row: first_seen[row.group])
     cache = seed_cache(rows, done, options)
+    progress = _Progress(len(todo))
     with store.appender() as out, tqdm(total=len(todo), unit="row", desc="audit", disable=None) as bar:
         for start in range(0, len(todo), options.batch_size):
             batch = todo[start : start + options.batch_size]
@@ -130,6 +134,7 @@ def score_rows(
                     continue
                 out.write(record_for(row, results, cosines.get(row.key)))
             bar.update(len(batch))
+            progress.update(len(batch), bar.disable)
             if transient:
                 row, error = transient[0]
                 raise ServerUnavailable(
@@ -137,6 +142,25 @@ def score_rows(
                     f"{error['code']}: {error['message']}; rows scored so far are saved, rerun to resume"
                 )
     return len(todo)
+
+
+class _Progress:
+    """On a terminal tqdm draws the bar; elsewhere it is off, so a plain line goes to
+    stderr every PROGRESS_EVERY_S seconds and at the end."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.done = total, 0
+        self.started = self.printed = time.monotonic()
+
+    def update(self, rows: int, no_terminal: bool) -> None:
+        self.done += rows
+        now = time.monotonic()
+        if no_terminal and (now - self.printed >= PROGRESS_EVERY_S or self.done == self.total):
+            elapsed = now - self.started
+            left = elapsed / self.done * (self.total - self.done)
+            print(f"audit: {self.done}/{self.total} rows scored in {elapsed:.0f} s, about {left:.0f} s left",
+                  file=sys.stderr, flush=True)
+            self.printed = now
 
 
 def _score_missing(batch: Sequence[AuditRow], client, options: ScoringOptions, cache: dict) -> None:

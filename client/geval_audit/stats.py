@@ -51,6 +51,15 @@ class Correlation:
     kendall: Estimate
     groups_used: int = 0  # per-prompt protocol only
     groups_skipped: int = 0
+    groups_of_two: int = 0  # used groups of two texts, whose correlation can only be +1 or -1
+
+
+@dataclass(frozen=True)
+class Regression:
+    """Least squares y = intercept + slope * x, each with its bootstrap interval."""
+
+    intercept: Estimate
+    slope: Estimate
 
 
 def _interval(samples: np.ndarray, confidence: float) -> tuple[float, float]:
@@ -118,15 +127,16 @@ def grouped_correlation(
         xs.append(x)
         ys.append(y)
     per_group: list[tuple[float, float]] = []
-    skipped = 0
+    skipped = pairs = 0
     for xs, ys in by_group.values():
         if len(xs) < 2 or is_constant(xs) or is_constant(ys):
             skipped += 1
             continue
         per_group.append(_rank_correlations(xs, ys))
+        pairs += len(xs) == 2
     spearman = bootstrap_mean([s for s, _ in per_group], resamples, confidence, seed)
     kendall = bootstrap_mean([k for _, k in per_group], resamples, confidence, seed)
-    return Correlation(spearman, kendall, groups_used=len(per_group), groups_skipped=skipped)
+    return Correlation(spearman, kendall, groups_used=len(per_group), groups_skipped=skipped, groups_of_two=pairs)
 
 
 def dataset_correlation(
@@ -156,4 +166,39 @@ def dataset_correlation(
     return Correlation(
         Estimate(spearman, *_interval(boot[:, 0], confidence), int(x.size)),
         Estimate(kendall, *_interval(boot[:, 1], confidence), int(x.size)),
+    )
+
+
+def bootstrap_regression(
+    x: Sequence[float],
+    y: Sequence[float],
+    resamples: int = RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+    clusters: Sequence[Hashable] | None = None,
+) -> Regression:
+    """Least squares of y on x; intervals resample whole clusters when given. NaN where x
+    is constant (the slope, and the intercept away from that x, are undefined)."""
+    xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if xs.size < 3 or is_constant(xs.tolist()):
+        missing = Estimate(math.nan, math.nan, math.nan, int(xs.size))
+        return Regression(missing, missing)
+
+    def fit(chosen: np.ndarray) -> tuple[float, float]:
+        if is_constant(xs[chosen].tolist()):
+            return math.nan, math.nan
+        slope, intercept = np.polyfit(xs[chosen], ys[chosen], 1)
+        return float(intercept), float(slope)
+
+    ids = _cluster_ids(xs.size, clusters)
+    members = np.split(np.argsort(ids, kind="stable"), np.cumsum(np.bincount(ids))[:-1])
+    rng = np.random.default_rng(seed)
+    boot = np.array([
+        fit(np.concatenate([members[c] for c in rng.integers(0, len(members), size=len(members))]))
+        for _ in range(resamples)
+    ])
+    intercept, slope = fit(np.arange(xs.size))
+    return Regression(
+        Estimate(intercept, *_interval(boot[:, 0], confidence), int(xs.size)),
+        Estimate(slope, *_interval(boot[:, 1], confidence), int(xs.size)),
     )

@@ -148,3 +148,24 @@ def test_report_names_the_semscore_model_and_embeds_plots(tmp_path):
     assert "| humans prefer the reference (human text) | 3 |" in markdown
     assert page.count('src="data:image/png;base64,') == 5
     assert "<script" not in page and "http" not in page  # self-contained
+
+
+def test_without_a_terminal_progress_goes_to_stderr_as_plain_lines(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("geval_audit.scoring.PROGRESS_EVERY_S", 0.0)
+    score_rows(_rows(5), LengthRewardClient(), ItemStore(tmp_path / "out"), OPTIONS)
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("audit: ")]
+    assert lines[-1].startswith("audit: 5/5 rows scored in ")
+    assert len(lines) == 3  # batches of 2: after 2, 4 and 5 rows
+
+
+def test_the_report_warns_when_per_prompt_correlations_rest_on_two_texts(tmp_path):
+    store = ItemStore(tmp_path / "out")
+    score_rows(_rows(6), LengthRewardClient(), store, OPTIONS)  # each prompt: one completion, one reference
+    checks = run_checks(list(store.load().values()), ["h"], semscore_model=None, resamples=100)
+    context = RunContext(
+        input="rows.jsonl", rows_read=6, row_errors=[], judge_model="judge", rubrics={"r": 1.0},
+        rubric_hashes={"r": "abc"}, rubrics_using_reference=[], mode="log-probabilities",
+        semscore_model=None, gate_failures=[],
+    )
+    markdown = to_markdown("Reward audit", build_sections(context, checks))
+    assert "have only two texts, whose rank correlation can only be +1 or -1" in markdown

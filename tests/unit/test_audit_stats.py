@@ -68,10 +68,11 @@ def test_dataset_correlation_is_undefined_for_a_constant_side():
     assert result.spearman.text() == "n/a"
 
 
-def _pair(gap, preference, group="g"):
+def _pair(gap, preference, group="g", completion_words=10, reference_words=10):
     reference = 0.5
     return {
-        "key": f"{group}-{gap}-{preference}", "group": group, "completion_words": 10, "preference": preference,
+        "key": f"{group}-{gap}-{preference}", "group": group, "preference": preference,
+        "completion_words": completion_words, "reference_words": reference_words,
         "completion_result": {"reward": reference + gap, "scores": [{"rubric": "r", "reward": reference + gap}]},
         "reference_result": {"reward": reference, "scores": [{"rubric": "r", "reward": reference}]},
     }
@@ -100,6 +101,29 @@ def test_self_preference_is_detected_only_when_the_interval_clears_the_margin():
     assert not self_preference(biased, margin=0.5).detected
     mixed = [_pair(g, "reference") for g in (0.2, -0.2, 0.1, -0.1, 0.05, -0.05)]
     assert not self_preference(mixed).detected
+
+
+def test_a_gap_that_is_only_length_is_called_length_and_a_real_one_holds_at_equal_length():
+    # The judge adds 0.002 reward per word of difference (and some noise); the model texts run longer.
+    noise = [0.01, -0.01, 0.004, -0.004, 0.0]
+    by_length = [_pair(0.002 * d + noise[i % 5], "reference", group=f"p{i}", completion_words=10 + d)
+                 for i, d in enumerate(range(5, 65, 2))]
+    check = self_preference(by_length, resamples=500)
+    assert check.detected  # the raw verdict
+    length = check.length
+    assert length.gap_at_equal_length.low < 0 < length.gap_at_equal_length.high
+    assert length.gap_per_100_words.value == pytest.approx(0.2, abs=0.02)
+    assert not length.detected and "length explains it" in length.verdict
+    # The same lengths, but a constant preference of 0.1: it holds at equal length.
+    real = [_pair(0.1, "reference", group=f"p{i}", completion_words=10 + d) for i, d in enumerate(range(5, 65, 2))]
+    held = self_preference(real, resamples=500).length
+    assert held.detected and held.gap_at_equal_length.value == pytest.approx(0.1)
+    assert "holds at equal length" in held.verdict
+
+
+def test_length_control_is_left_out_when_lengths_are_unknown_or_all_alike():
+    alike = [_pair(0.1 + 0.01 * i, "reference", group=f"p{i}") for i in range(10)]  # all 10 vs 10 words
+    assert self_preference(alike).length is None
 
 
 def _scored(group, words, reward):

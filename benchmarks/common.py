@@ -108,13 +108,22 @@ class JudgePrompts:
 
 def tree_cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a process and all its children (engine core, worker)."""
-    total = 0.0
+    return sum(process_cpu_seconds(pid).values())
+
+
+def process_cpu_seconds(pid: int) -> dict[str, float]:
+    """CPU seconds of a server's processes by role: the gRPC frontend (our Python, the
+    tokenizer, vLLM's client side), vLLM's engine core (the scheduler) and its worker."""
     root = psutil.Process(pid)
+    by_role: dict[str, float] = {}
     for process in [root, *root.children(recursive=True)]:
         with contextlib.suppress(psutil.NoSuchProcess):
+            name = process.name()
+            role = "frontend" if process.pid == pid else "worker" if "Worker" in name else "engine core" \
+                if "EngineCore" in name else "other"
             times = process.cpu_times()
-            total += times.user + times.system
-    return total
+            by_role[role] = by_role.get(role, 0.0) + times.user + times.system
+    return by_role
 
 
 def own_cpu_seconds() -> float:
@@ -124,13 +133,15 @@ def own_cpu_seconds() -> float:
 
 
 @contextlib.contextmanager
-def geval_server(port: int, *serve_args: str, log_name: str = "server") -> Iterator[tuple[str, int]]:
-    """A real `geval-reward serve` on our port; yields (address, pid)."""
+def geval_server(
+    port: int, *serve_args: str, log_name: str = "server", env: dict[str, str] | None = None
+) -> Iterator[tuple[str, int]]:
+    """A real `geval-reward serve` on our port, `env` added to its environment; yields (address, pid)."""
     from geval_server.launcher import start_server, stop_server
 
     log_path = RESULTS_DIR / "logs" / f"{log_name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    process, address = start_server(log_path, "--port", str(port), *serve_args)
+    process, address = start_server(log_path, "--port", str(port), *serve_args, env=env)
     try:
         yield address, process.pid
     finally:

@@ -26,13 +26,14 @@ class ServerStartError(RuntimeError):
 
 
 def start_server(
-    log_path: pathlib.Path, *serve_args: str, timeout_s: float = 900.0
+    log_path: pathlib.Path, *serve_args: str, timeout_s: float = 900.0, env: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen, str]:
-    """Runs `geval-reward serve --port 0 *serve_args`; returns the process and its address."""
+    """Runs `geval-reward serve --port 0 *serve_args`, with `env` added to this process's
+    environment; returns the process and its address."""
     with open(log_path, "w") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "geval_server.cli", "serve", "--port", "0", *serve_args],
-            stdout=log, stderr=subprocess.STDOUT,
+            stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
             start_new_session=True,  # its own process group: see stop_server
         )
     deadline = time.monotonic() + timeout_s

@@ -37,6 +37,7 @@ A tokenizer that fails any of these properties is refused when the judge starts
 
 from __future__ import annotations
 
+import copy
 import datetime
 import functools
 import json
@@ -67,27 +68,47 @@ class _TextEncoder(Protocol):
 
 
 class _TokenizersText:
-    """Copies of a tokenizers-backed tokenizer's pipeline with every added token as plain text."""
+    """A copy of a tokenizers-backed tokenizer's pipeline with every added token as plain text
+    and no prefix space; text at the start of a prompt gets the space the tokenizer adds there."""
 
     def __init__(self, backend) -> None:
-        from tokenizers import Tokenizer
+        from tokenizers import AddedToken, normalizers, pre_tokenizers
 
-        spec = json.loads(backend.to_str())
-        spec["truncation"] = spec["padding"] = None
-        for token in spec.get("added_tokens") or []:
-            token["special"] = True  # with encode_special_tokens, no added token is matched in text
-        self._start = Tokenizer.from_str(json.dumps(spec))
-        spec["normalizer"] = _without_prepend(spec.get("normalizer"))
-        spec["pre_tokenizer"] = _without_prefix_space(spec.get("pre_tokenizer"))
-        self._continuation = Tokenizer.from_str(json.dumps(spec))
-        for tokenizer in (self._start, self._continuation):
-            tokenizer.encode_special_tokens = True
+        self._tokenizer = copy.deepcopy(backend)
+        self._tokenizer.no_truncation()
+        self._tokenizer.no_padding()
+        # Flagged special, an added token is not matched in text under encode_special_tokens.
+        self._tokenizer.add_special_tokens([
+            AddedToken(t.content, single_word=t.single_word, lstrip=t.lstrip, rstrip=t.rstrip,
+                       normalized=t.normalized, special=True)
+            for t in backend.get_added_tokens_decoder().values()
+        ])
+        self._tokenizer.encode_special_tokens = True
+        self._prefix_space = False
+        for part, without, module in (("normalizer", _without_prepend, normalizers),
+                                      ("pre_tokenizer", _without_prefix_space, pre_tokenizers)):
+            component = getattr(backend, part)
+            if component is None:
+                continue
+            spec = json.loads(component.__getstate__())
+            if without(spec) != spec:
+                setattr(self._tokenizer, part, _component(module, without(spec)))
+                self._prefix_space = True
 
     def start(self, text: str) -> list[int]:
-        return self._start.encode(text, add_special_tokens=False).ids
+        return self.continuation(" " + text if self._prefix_space else text)
 
     def continuation(self, text: str) -> list[int]:
-        return self._continuation.encode(text, add_special_tokens=False).ids
+        return self._tokenizer.encode(text, add_special_tokens=False).ids
+
+
+def _component(module, spec: dict | None):
+    """A normalizer or pre-tokenizer from its serialized form, as tokenizers unpickles one."""
+    if spec is None:
+        return None
+    component = module.Sequence([])
+    component.__setstate__(json.dumps(spec).encode())
+    return component
 
 
 def _without_prepend(normalizer: dict | None) -> dict | None:
@@ -144,8 +165,10 @@ def _text_encoder(tokenizer) -> _TextEncoder:
 
 
 def _control_tokens(tokenizer) -> dict[str, int]:
-    """Every control or role token: each added token, flagged special or not, and each special token."""
-    controls = {str(token): token_id for token_id, token in getattr(tokenizer, "added_tokens_decoder", {}).items()}
+    """Every control or role token: each added token, flagged special or not, and each special token
+    (mistral-common's tekken keeps all its control tokens among the special ones)."""
+    added = {} if _is_mistral_common(tokenizer) else tokenizer.added_tokens_decoder
+    controls = {str(token): token_id for token_id, token in added.items()}
     for token_id in tokenizer.all_special_ids:
         controls.setdefault(tokenizer.convert_ids_to_tokens(token_id), token_id)
     return {text: token_id for text, token_id in controls.items() if text}
@@ -177,7 +200,7 @@ def _render_user_turn(tokenizer) -> tuple[str, str] | None:
 
     rendered = render()
     if render() != rendered:
-        raise JudgeTokenizerError("the judge's chat template renders differently each time; its prompt cannot be pinned")
+        raise JudgeTokenizerError("the judge's chat template renders differently each time; it cannot be pinned")
     if rendered.count(_USER_SLOT) != 1:
         raise JudgeTokenizerError("the judge's chat template does not write the user message verbatim, exactly once")
     turn_open, turn_close = rendered.split(_USER_SLOT)

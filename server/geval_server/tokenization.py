@@ -191,20 +191,28 @@ def _render_user_turn(tokenizer) -> tuple[str, str] | None:
     None for a tokenizer without a chat format."""
     if tokenizer.chat_template is None and not _is_mistral_common(tokenizer):
         return None
-
-    def render() -> str:
-        return tokenizer.apply_chat_template(
-            [{"role": "user", "content": _USER_SLOT}], tokenize=False, add_generation_prompt=True,
-            strftime_now=_pinned_strftime,
-        )
-
-    rendered = render()
-    if render() != rendered:
+    rendered = _render_chat(tokenizer, _USER_SLOT)
+    if _render_chat(tokenizer, _USER_SLOT) != rendered:
         raise JudgeTokenizerError("the judge's chat template renders differently each time; it cannot be pinned")
     if rendered.count(_USER_SLOT) != 1:
         raise JudgeTokenizerError("the judge's chat template does not write the user message verbatim, exactly once")
     turn_open, turn_close = rendered.split(_USER_SLOT)
     return turn_open, turn_close
+
+
+def _render_chat(tokenizer, content: str) -> str:
+    messages = [{"role": "user", "content": content}]
+    if _is_mistral_common(tokenizer):
+        # mistral-common encodes the request itself; its ids are read back as text (markup
+        # included), which the start-up check re-encodes and compares with them.
+        return tokenizer.decode(_mistral_chat_ids(tokenizer, messages), clean_up_tokenization_spaces=False)
+    return tokenizer.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=True, strftime_now=_pinned_strftime
+    )
+
+
+def _mistral_chat_ids(tokenizer, messages: list[dict]) -> list[int]:
+    return list(tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True, return_dict=False))
 
 
 class Tokenization:
@@ -273,6 +281,13 @@ class Tokenization:
             if self.control_ids.intersection(self.user(f"{text} x{text}")):
                 raise JudgeTokenizerError(
                     f"judge tokenizer {name}: user text {text!r} still encodes as a control token"
+                )
+        if _is_mistral_common(self._tokenizer):
+            message = "Rate this: 5 [INST] <s>"
+            ours = self.begin(self.turn_open) + self.user(message) + self.template(self.turn_close)
+            if ours != _mistral_chat_ids(self._tokenizer, [{"role": "user", "content": message}]):
+                raise JudgeTokenizerError(
+                    f"judge tokenizer {name}: the chat markup does not re-encode as mistral-common encodes a request"
                 )
         for pieces in _JOIN_PROBES:
             ids = self.template(pieces[0]) + [t for piece in pieces[1:] for t in self.user(piece)]

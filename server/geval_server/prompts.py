@@ -119,7 +119,7 @@ class PromptBuilder:
 
     def __init__(self, tokenization: Tokenization, rubric: Rubric, slot_ids: list[int]) -> None:
         """slot_ids: the form and the assistant pre-fill, ending where the label starts
-        (labels.find_score_slot)."""
+        (score_slot.find_score_slot)."""
         if rubric.evaluation_steps is None:
             raise ValueError(f"rubric {rubric.name!r} has no evaluation steps yet")
         self._tok = tokenization

@@ -20,8 +20,10 @@ at their strings, which become their ids; text between them, and all user text, 
 through an encoder that never produces a control id and adds no leading space (for a
 tokenizers-backed tokenizer, a copy of its pipeline with every added token treated as
 text and the prefix space removed; mistral-common's encoder already works that way).
-Only text at the very start of a prompt gets the tokenizer's start-of-text treatment
-(SentencePiece's `▁` before the first word), as the model saw in training.
+A vocabulary that adds ordinary characters as tokens (some do) then writes them in user
+text with its base vocabulary: the same text, other ids. Only text at the very start of
+a prompt gets the tokenizer's start-of-text treatment (SentencePiece's `▁` before the
+first word), as the model saw in training.
 
 BOS: with a chat template, the prompt starts as the template renders it (as
 `apply_chat_template(tokenize=True)` and vLLM's chat endpoint do); without one, it

@@ -13,8 +13,8 @@ import logging
 
 from .cache import cache_dir
 from .engine import JudgeEngine
-from .prompts import Tokenization
 from .rubrics import Rubric
+from .tokenization import Tokenization
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +32,7 @@ def steps_prompt(tokenization: Tokenization, rubric: Rubric) -> list[int]:
         f"{rubric.task_introduction}\n\nEvaluation Criteria:\n\n{rubric.evaluation_criteria}\n\n"
         "Write the evaluation steps a careful rater follows for this task, as a numbered list."
     )
-    return tokenization.template(tokenization.turn_open + user + tokenization.turn_close) + (
-        tokenization.template("Evaluation Steps:\n\n1.")
-    )
+    return tokenization.begin(tokenization.turn_open + user + tokenization.turn_close + "Evaluation Steps:\n\n1.")
 
 
 def tidy_steps(generated: str) -> str:

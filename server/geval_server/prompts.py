@@ -10,9 +10,9 @@ comes before the completion, so vLLM's prefix cache computes it once per group.
 
 Completions are written by a policy optimized against this judge, so user text
 (prompt, completion, reference) is treated as hostile:
-- it is tokenized with special-token parsing off: a completion that contains
+- it never encodes as a control token (tokenization.py): a completion that contains
   `<|im_end|>` stays plain text and cannot close the judge's turn; only the
-  chat template's own text is parsed for special tokens;
+  chat template's own text is parsed for control tokens;
 - each piece sits between boundary tags (`<evaluated_text>` ... `</evaluated_text>`),
   and a framing sentence in the shared head says that everything inside them,
   instructions, forms and scores included, is text under evaluation; a reminder
@@ -23,7 +23,6 @@ Completions are written by a policy optimized against this judge, so user text
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import re
@@ -31,8 +30,8 @@ import unicodedata
 from dataclasses import dataclass
 
 from .rubrics import Rubric
+from .tokenization import Tokenization
 
-_USER_SLOT = "\x00GEVAL_USER_CONTENT\x00"
 FORM_HEADER = "Evaluation Form (scores ONLY):"
 
 SOURCE_TAG, REFERENCE_TAG, COMPLETION_TAG = "source_text", "reference_text", "evaluated_text"
@@ -105,42 +104,6 @@ def form_text(tokenization: Tokenization, rubric: Rubric) -> str:
     )
 
 
-class Tokenization:
-    """The judge tokenizer, split into trusted template text and untrusted user text."""
-
-    def __init__(self, tokenizer) -> None:
-        self._tokenizer = tokenizer
-        if getattr(tokenizer, "chat_template", None):
-            rendered = tokenizer.apply_chat_template(
-                [{"role": "user", "content": _USER_SLOT}], tokenize=False, add_generation_prompt=True
-            )
-            self.turn_open, self.turn_close = rendered.split(_USER_SLOT)
-        else:
-            self.turn_open, self.turn_close = "", "\n\n"
-        self._encode_user = functools.lru_cache(maxsize=8192)(self._encode_user_uncached)
-
-    @property
-    def tokenizer(self):
-        return self._tokenizer
-
-    def template(self, text: str) -> list[int]:
-        """Text of our own (template, rubric): special tokens in it are honoured."""
-        return self._tokenizer.encode(text, add_special_tokens=False)
-
-    def user(self, text: str) -> list[int]:
-        """Untrusted text: special-token markers stay literal characters. Cached, since
-        a GRPO group repeats the same prompt across its completions."""
-        return list(self._encode_user(text))
-
-    def _encode_user_uncached(self, text: str) -> tuple[int, ...]:
-        return tuple(
-            self._tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True)
-        )
-
-    def decode(self, ids: list[int]) -> str:
-        return self._tokenizer.decode(ids)
-
-
 @dataclass(frozen=True)
 class PromptParts:
     """Token counts per part, to say which field made a prompt too long."""
@@ -156,12 +119,12 @@ class PromptBuilder:
 
     def __init__(self, tokenization: Tokenization, rubric: Rubric, slot_ids: list[int]) -> None:
         """slot_ids: the form and the assistant pre-fill, ending where the label starts
-        (labels.find_score_slot)."""
+        (score_slot.find_score_slot)."""
         if rubric.evaluation_steps is None:
             raise ValueError(f"rubric {rubric.name!r} has no evaluation steps yet")
         self._tok = tokenization
         self._rubric = rubric
-        self._head = tokenization.template(
+        self._head = tokenization.begin(
             tokenization.turn_open
             + f"{rubric.task_introduction}\n\n"
             + f"Evaluation Criteria:\n\n{rubric.evaluation_criteria}\n\n"

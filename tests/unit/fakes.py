@@ -2,34 +2,28 @@
 
 import asyncio
 import math
-import re
 
 from geval_server.prompts import Tokenization
 from geval_server.rubrics import load_rubrics
 from geval_server.server import prepare_judge
 
 
-class SpaceDigitTokenizer:
-    """Word-level fake: like many BPE vocabularies it has ` 4` as one token and `4` as another."""
+def SpaceDigitTokenizer():
+    """A tiny real byte-level BPE tokenizer: like many BPE vocabularies it has ` 4` as one
+    token and `4` as another; every other text is one token per byte, so `10` is `1`,`0`."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
 
-    chat_template = None
-
-    def __init__(self):
-        self.vocab = [" 1", " 2", " 3", " 4", " 5", "1", "2", "3", "4", "5"]
-
-    def encode(self, text, add_special_tokens=False, split_special_tokens=False):
-        ids = []
-        for piece in re.findall(r" ?[^\s]+|\s+", text):
-            if piece not in self.vocab:
-                self.vocab.append(piece)
-            ids.append(self.vocab.index(piece))
-        return ids
-
-    def decode(self, ids):
-        return "".join(self.vocab[i] for i in ids)
-
-    def __len__(self):
-        return len(self.vocab)
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    space = "\u0120"  # byte-level spelling of " "
+    vocab = {symbol: i for i, symbol in enumerate(sorted(alphabet))}
+    merges = [(space, digit) for digit in "12345"]
+    for left, right in merges:
+        vocab[left + right] = len(vocab)
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    backend.decoder = decoders.ByteLevel()
+    return PreTrainedTokenizerFast(tokenizer_object=backend)
 
 
 class RecordingEngine:

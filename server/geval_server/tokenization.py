@@ -1,0 +1,300 @@
+"""The judge's tokenizer as the prompt builder needs it: our own text (chat template,
+rubric, form), whose control tokens count, and user text (prompt, completion,
+reference), whose never do. Every piece is encoded as a continuation of what comes
+before it, so the assembled prompt decodes to exactly the intended text.
+
+The tokenizer's own `encode` cannot do this for every family:
+- `split_special_tokens=True` protects only tokens flagged special. Gemma's `<|channel>`
+  and `<|tool_call>` (added, user-defined pieces that its own template writes) and
+  Phi-3's `</s>` are not flagged, and parse as control tokens inside a completion.
+- SentencePiece tokenizers (Llama-2, Mistral v0.3, Phi-3) put `▁` (a space) in front of
+  each encode call, legacy ones also after every special token, so pieces encoded on
+  their own get a stray space at every join.
+- MistralCommonBackend (a checkpoint with `tekken.json`, mistral-common installed) has
+  no split_special_tokens and no `chat_template`, though it renders Mistral's own
+  instruct format.
+
+So control tokens are handled here, not by the tokenizer: they are every added token
+of the vocabulary (flagged special or not) and every special token. Our text is split
+at their strings, which become their ids; text between them, and all user text, goes
+through an encoder that never produces a control id and adds no leading space (for a
+tokenizers-backed tokenizer, a copy of its pipeline with every added token treated as
+text and the prefix space removed; mistral-common's encoder already works that way).
+A vocabulary that adds ordinary characters as tokens (some do) then writes them in user
+text with its base vocabulary: the same text, other ids. Only text at the very start of
+a prompt gets the tokenizer's start-of-text treatment (SentencePiece's `▁` before the
+first word), as the model saw in training.
+
+BOS: with a chat template, the prompt starts as the template renders it (as
+`apply_chat_template(tokenize=True)` and vLLM's chat endpoint do); without one, it
+starts with what the tokenizer itself puts in front of a text (Llama, Gemma, Mistral
+and Phi-3 tokenizers add BOS, Qwen's adds nothing).
+
+Templates that write today's date (Llama-3.2) are rendered with a pinned clock, so the
+prompt, and the rubric's content hash with it, are the same on every day and machine.
+
+A tokenizer that fails any of these properties is refused when the judge starts
+(JudgeTokenizerError), never discovered on the first Score call.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime
+import functools
+import json
+import re
+from typing import Protocol
+
+_USER_SLOT = "\x00GEVAL_USER_CONTENT\x00"
+# The clock a chat template reads (`strftime_now`): the date Meta's Llama-3 templates fall back to.
+PINNED_DATE = datetime.datetime(2024, 7, 26)
+# Texts the start-up check encodes in pieces: each join must decode as the text written.
+_JOIN_PROBES = (
+    ("Summary:\n\n<evaluated_text>\n", "The cat sat.", "\n</evaluated_text>\n\n"),
+    ("- Coherence:", " 4", "\n"),
+    ("a", "\n\nb", " c"),
+)
+
+
+class JudgeTokenizerError(ValueError):
+    """The judge's tokenizer cannot be driven safely; raised when the judge starts."""
+
+
+class _TextEncoder(Protocol):
+    def start(self, text: str) -> list[int]:
+        """Text at the very start of a prompt, as the tokenizer begins a text."""
+
+    def continuation(self, text: str) -> list[int]:
+        """Text that follows other tokens: no leading space added, no control token parsed."""
+
+
+class _TokenizersText:
+    """A copy of a tokenizers-backed tokenizer's pipeline with every added token as plain text
+    and no prefix space; text at the start of a prompt gets the space the tokenizer adds there."""
+
+    def __init__(self, backend) -> None:
+        from tokenizers import AddedToken, normalizers, pre_tokenizers
+
+        self._tokenizer = copy.deepcopy(backend)
+        self._tokenizer.no_truncation()
+        self._tokenizer.no_padding()
+        # Flagged special, an added token is not matched in text under encode_special_tokens.
+        self._tokenizer.add_special_tokens([
+            AddedToken(t.content, single_word=t.single_word, lstrip=t.lstrip, rstrip=t.rstrip,
+                       normalized=t.normalized, special=True)
+            for t in backend.get_added_tokens_decoder().values()
+        ])
+        self._tokenizer.encode_special_tokens = True
+        self._prefix_space = False
+        for part, without, module in (("normalizer", _without_prepend, normalizers),
+                                      ("pre_tokenizer", _without_prefix_space, pre_tokenizers)):
+            component = getattr(backend, part)
+            if component is None:
+                continue
+            spec = json.loads(component.__getstate__())
+            if without(spec) != spec:
+                setattr(self._tokenizer, part, _component(module, without(spec)))
+                self._prefix_space = True
+
+    def start(self, text: str) -> list[int]:
+        return self.continuation(" " + text if self._prefix_space else text)
+
+    def continuation(self, text: str) -> list[int]:
+        return self._tokenizer.encode(text, add_special_tokens=False).ids
+
+
+def _component(module, spec: dict | None):
+    """A normalizer or pre-tokenizer from its serialized form, as tokenizers unpickles one."""
+    if spec is None:
+        return None
+    component = module.Sequence([])
+    component.__setstate__(json.dumps(spec).encode())
+    return component
+
+
+def _without_prepend(normalizer: dict | None) -> dict | None:
+    """The normalizer less SentencePiece's legacy `Prepend("▁")`."""
+    if normalizer is None or normalizer["type"] == "Prepend":
+        return None
+    if normalizer["type"] == "Sequence":
+        kept = [n for n in map(_without_prepend, normalizer["normalizers"]) if n is not None]
+        return {**normalizer, "normalizers": kept}
+    return normalizer
+
+
+def _without_prefix_space(pre_tokenizer: dict | None) -> dict | None:
+    """The pre-tokenizer with Metaspace's and ByteLevel's leading space turned off."""
+    if pre_tokenizer is None:
+        return None
+    kind = pre_tokenizer["type"]
+    if kind == "Metaspace":
+        return {**pre_tokenizer, "prepend_scheme": "never"}
+    if kind == "ByteLevel":
+        return {**pre_tokenizer, "add_prefix_space": False}
+    if kind == "Sequence":
+        return {**pre_tokenizer, "pretokenizers": [_without_prefix_space(p) for p in pre_tokenizer["pretokenizers"]]}
+    return pre_tokenizer
+
+
+class _MistralCommonText:
+    """mistral-common's tekken encoder: it never parses control tokens and adds no space."""
+
+    def __init__(self, tokenizer) -> None:
+        self._tokenizer = tokenizer
+
+    def start(self, text: str) -> list[int]:
+        return self.continuation(text)
+
+    def continuation(self, text: str) -> list[int]:
+        return self._tokenizer.encode(text, add_special_tokens=False)
+
+
+def _is_mistral_common(tokenizer) -> bool:
+    return type(tokenizer).__name__ == "MistralCommonBackend"
+
+
+def _text_encoder(tokenizer) -> _TextEncoder:
+    if _is_mistral_common(tokenizer):
+        return _MistralCommonText(tokenizer)
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise JudgeTokenizerError(
+            f"judge tokenizer {type(tokenizer).__name__} is not supported: the server needs a tokenizer backed by "
+            "the `tokenizers` library (tokenizer.json) or mistral-common (tekken.json)"
+        )
+    return _TokenizersText(backend)
+
+
+def _control_tokens(tokenizer) -> dict[str, int]:
+    """Every control or role token: each added token, flagged special or not, and each special token
+    (mistral-common's tekken keeps all its control tokens among the special ones)."""
+    added = {} if _is_mistral_common(tokenizer) else tokenizer.added_tokens_decoder
+    controls = {str(token): token_id for token_id, token in added.items()}
+    for token_id in tokenizer.all_special_ids:
+        controls.setdefault(tokenizer.convert_ids_to_tokens(token_id), token_id)
+    return {text: token_id for text, token_id in controls.items() if text}
+
+
+def _leading_special_ids(tokenizer) -> list[int]:
+    """What the tokenizer puts in front of a text of its own accord (BOS, for most families)."""
+    plain = tokenizer.encode("Hello", add_special_tokens=False)
+    full = tokenizer.encode("Hello", add_special_tokens=True)
+    at = next((i for i in range(len(full)) if full[i:i + len(plain)] == plain), 0)
+    return list(full[:at])
+
+
+def _pinned_strftime(format: str) -> str:
+    return PINNED_DATE.strftime(format)
+
+
+def _render_user_turn(tokenizer) -> tuple[str, str] | None:
+    """The chat markup before and after one user message, with the assistant turn opened;
+    None for a tokenizer without a chat format."""
+    if tokenizer.chat_template is None and not _is_mistral_common(tokenizer):
+        return None
+    rendered = _render_chat(tokenizer, _USER_SLOT)
+    if _render_chat(tokenizer, _USER_SLOT) != rendered:
+        raise JudgeTokenizerError("the judge's chat template renders differently each time; it cannot be pinned")
+    if rendered.count(_USER_SLOT) != 1:
+        raise JudgeTokenizerError("the judge's chat template does not write the user message verbatim, exactly once")
+    turn_open, turn_close = rendered.split(_USER_SLOT)
+    return turn_open, turn_close
+
+
+def _render_chat(tokenizer, content: str) -> str:
+    messages = [{"role": "user", "content": content}]
+    if _is_mistral_common(tokenizer):
+        # mistral-common encodes the request itself; its ids are read back as text (markup
+        # included), which the start-up check re-encodes and compares with them.
+        return tokenizer.decode(_mistral_chat_ids(tokenizer, messages), clean_up_tokenization_spaces=False)
+    return tokenizer.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=True, strftime_now=_pinned_strftime
+    )
+
+
+def _mistral_chat_ids(tokenizer, messages: list[dict]) -> list[int]:
+    return list(tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True, return_dict=False))
+
+
+class Tokenization:
+    """The judge tokenizer, split into trusted template text and untrusted user text."""
+
+    def __init__(self, tokenizer) -> None:
+        self._tokenizer = tokenizer
+        self._text = _text_encoder(tokenizer)
+        self.control_tokens = _control_tokens(tokenizer)  # text -> id of every control or role token
+        self.control_ids = frozenset(self.control_tokens.values())
+        by_length = sorted(self.control_tokens, key=len, reverse=True)
+        self._markup = re.compile("|".join(map(re.escape, by_length))) if by_length else None
+        turn = _render_user_turn(tokenizer)
+        self.chat = turn is not None
+        self.turn_open, self.turn_close = turn if turn is not None else ("", "\n\n")
+        # A chat template writes its own BOS; a plain prompt gets the one the tokenizer adds.
+        self.bos = [] if self.chat else _leading_special_ids(tokenizer)
+        self._encode_user = functools.lru_cache(maxsize=8192)(self._encode_user_uncached)
+        self._check()
+
+    @property
+    def tokenizer(self):
+        return self._tokenizer
+
+    def begin(self, text: str) -> list[int]:
+        """The start of a prompt: BOS where the model expects one, then our text."""
+        return self.bos + self._trusted(text, at_start=True)
+
+    def template(self, text: str) -> list[int]:
+        """Text of our own (template, rubric, form) that follows other tokens: control tokens
+        written in it are honoured."""
+        return self._trusted(text, at_start=False)
+
+    def user(self, text: str) -> list[int]:
+        """Untrusted text: control-token markers stay literal characters. Cached, since
+        a GRPO group repeats the same prompt across its completions."""
+        return list(self._encode_user(text))
+
+    def _encode_user_uncached(self, text: str) -> tuple[int, ...]:
+        return tuple(self._text.continuation(text))
+
+    def decode(self, ids: list[int]) -> str:
+        return self._tokenizer.decode(ids, clean_up_tokenization_spaces=False)
+
+    def _trusted(self, text: str, at_start: bool) -> list[int]:
+        ids: list[int] = []
+        position = 0
+        for match in self._markup.finditer(text) if self._markup else ():
+            if match.start() > position:
+                ids += self._plain(text[position:match.start()], at_start and position == 0)
+            ids.append(self.control_tokens[match.group()])
+            position = match.end()
+        if position < len(text):
+            ids += self._plain(text[position:], at_start and position == 0)
+        return ids
+
+    def _plain(self, text: str, at_start: bool) -> list[int]:
+        return self._text.start(text) if at_start else self._text.continuation(text)
+
+    def _check(self) -> None:
+        """Refuses a tokenizer that would break the prompt's guarantees, naming what broke."""
+        name = type(self._tokenizer).__name__
+        for text, token_id in self.control_tokens.items():
+            if self.template(text) != [token_id]:
+                raise JudgeTokenizerError(f"judge tokenizer {name}: control token {text!r} does not encode as its id")
+            if self.control_ids.intersection(self.user(f"{text} x{text}")):
+                raise JudgeTokenizerError(
+                    f"judge tokenizer {name}: user text {text!r} still encodes as a control token"
+                )
+        if _is_mistral_common(self._tokenizer):
+            message = "Rate this: 5 [INST] <s>"
+            ours = self.begin(self.turn_open) + self.user(message) + self.template(self.turn_close)
+            if ours != _mistral_chat_ids(self._tokenizer, [{"role": "user", "content": message}]):
+                raise JudgeTokenizerError(
+                    f"judge tokenizer {name}: the chat markup does not re-encode as mistral-common encodes a request"
+                )
+        for pieces in _JOIN_PROBES:
+            ids = self.template(pieces[0]) + [t for piece in pieces[1:] for t in self.user(piece)]
+            if self.decode(ids) != "".join(pieces):
+                raise JudgeTokenizerError(
+                    f"judge tokenizer {name}: pieces {pieces!r} encoded one after another decode as "
+                    f"{self.decode(ids)!r}, not as the text written"
+                )

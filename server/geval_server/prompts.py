@@ -29,7 +29,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from .rubrics import Rubric
+from .rubrics import Rubric, RubricError
 from .tokenization import Tokenization
 
 FORM_HEADER = "Evaluation Form (scores ONLY):"
@@ -93,6 +93,24 @@ def framing_text(rubric: Rubric) -> str:
     )
 
 
+RUBRIC_TEXT = ("criterion", "task_introduction", "evaluation_criteria", "evaluation_steps",
+               "source_label", "target_label", "reference_label")
+
+
+def check_rubric_text(tokenization: Tokenization, rubric: Rubric) -> None:
+    """Rubric text is written into the prompt as our own text, and rubrics also come from
+    callers: one that holds a control token of this judge (`<|im_end|>`, say) could close
+    the user turn or pre-fill an answer, so it is refused, naming the field. Boundary tags
+    in rubric text are escaped like user text (PromptBuilder)."""
+    for key in RUBRIC_TEXT:
+        text = getattr(rubric, key) or ""
+        found = next((token for token in tokenization.control_tokens if token in text), None)
+        if found is not None:
+            raise RubricError(
+                f"rubric {rubric.name!r}: field '{key}' contains the judge's control token {found!r}", key
+            )
+
+
 def form_text(tokenization: Tokenization, rubric: Rubric) -> str:
     """Everything after the completion up to the score: its closing tag, a reminder
     that scores written inside it do not count, then the form header closes the user
@@ -122,13 +140,14 @@ class PromptBuilder:
         (score_slot.find_score_slot)."""
         if rubric.evaluation_steps is None:
             raise ValueError(f"rubric {rubric.name!r} has no evaluation steps yet")
+        check_rubric_text(tokenization, rubric)
         self._tok = tokenization
         self._rubric = rubric
         self._head = tokenization.begin(
             tokenization.turn_open
-            + f"{rubric.task_introduction}\n\n"
-            + f"Evaluation Criteria:\n\n{rubric.evaluation_criteria}\n\n"
-            + f"Evaluation Steps:\n\n{rubric.evaluation_steps}\n\n"
+            + f"{escape_boundaries(rubric.task_introduction)}\n\n"
+            + f"Evaluation Criteria:\n\n{escape_boundaries(rubric.evaluation_criteria)}\n\n"
+            + f"Evaluation Steps:\n\n{escape_boundaries(rubric.evaluation_steps)}\n\n"
             + f"{framing_text(rubric)}\n\n"
             + f"{rubric.source_label}:\n\n<{SOURCE_TAG}>\n"
         )

@@ -135,9 +135,10 @@ def unservable_rubrics(rubrics: Sequence[Rubric], resolved: Mapping[Choice, Scor
 
 
 def _unservable(error: BaseException) -> str:
-    """Why an inline rubric cannot be served: one the judge cannot read (a label of several
-    tokens, say) is the caller's to fix; anything else is a server failure, raised as such."""
-    if isinstance(error, LabelTokenError):
+    """Why an inline rubric cannot be served: one the judge cannot read (a label it cannot
+    spell, a control token of the judge in its text) is the caller's to fix; anything else
+    is a server failure, raised as such."""
+    if isinstance(error, LabelTokenError | RubricError):
         return str(error)
     raise error
 

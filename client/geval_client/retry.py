@@ -22,6 +22,7 @@ import json
 import random
 import time
 from dataclasses import dataclass
+
 import grpc
 
 RETRYABLE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED})
@@ -69,7 +70,7 @@ class RetryPolicy:
             }
         return json.dumps({"methodConfig": [method]})
 
-    def patience(self) -> "Patience":
+    def patience(self) -> Patience:
         return Patience(self)
 
 

@@ -20,7 +20,8 @@ TOOL_CHAT = [
 
 
 def test_developer_renders_as_a_system_turn_and_tool_as_its_own_text():
-    assert render_chat([("developer", "Be brief."), ("user", "Hi")]) == render_chat([("system", "Be brief."), ("user", "Hi")])
+    developer = render_chat([("developer", "Be brief."), ("user", "Hi")])
+    assert developer == render_chat([("system", "Be brief."), ("user", "Hi")])
     assert render_chat([("tool", '{"temp_c": 4}')]) == 'Tool: {"temp_c": 4}'
 
 

@@ -13,7 +13,6 @@ from concurrent import futures
 
 import grpc
 import pytest
-
 from geval_client import AsyncRewardClient, RetryPolicy, RewardClient, RewardServerError
 from geval_client.pb import reward_pb2, reward_pb2_grpc
 

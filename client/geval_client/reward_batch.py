@@ -25,7 +25,7 @@ class RewardBatch:
     completions: int
     reference_items: list[int | None]  # per completion: index of its reference's item, if scored
     lengths: list[int]  # per completion: tokens when TRL gave ids, else characters
-    groups: list[Hashable]  # per completion: its prompt, which names its GRPO/RLOO group
+    groups: list[Hashable]  # per completion: its dataset row (prompt, source, reference), i.e. its group
 
 
 def build_batch(
@@ -65,7 +65,10 @@ def build_batch(
         lengths = [len(ids) for ids in completion_ids]
     else:
         lengths = [len(item.completion) for item in items[: len(prompts)]]
-    groups = [_prompt_key(judge_prompt(prompt)) for prompt in prompts]
+    groups = [
+        (_prompt_key(judge_prompt(prompt)), _prompt_key(judge_prompt(source)), reference)
+        for prompt, source, reference in zip(prompts, sources, references)
+    ]
     return RewardBatch(items, len(prompts), reference_items, lengths, groups)
 
 

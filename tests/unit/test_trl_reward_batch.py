@@ -130,3 +130,9 @@ def test_spearman_is_undefined_for_constant_or_tiny_samples():
     assert spearman([1.0, 2.0], [3.0, 3.0]) is None
     assert spearman([1.0], [2.0]) is None
     assert list(average_ranks([10, 20, 20, 5])) == [2.0, 3.5, 3.5, 1.0]
+
+
+def test_completions_are_grouped_by_their_row_not_by_the_prompt_alone():
+    columns = {"reference": ["R1", "R1", "R2", "R2"]}
+    batch = build_batch(["P"] * 4, ["a", "b", "c", "d"], None, columns, reference_column="reference")
+    assert batch.groups[0] == batch.groups[1] != batch.groups[2] == batch.groups[3]

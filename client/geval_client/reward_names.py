@@ -4,6 +4,7 @@ that score differently, whose series would otherwise mix silently."""
 
 from __future__ import annotations
 
+import gc
 import weakref
 from collections.abc import Hashable, Mapping
 
@@ -27,10 +28,20 @@ def reward_name(rubrics: Rubrics) -> str:
 def claim_name(name: str, reward: object, scoring: Hashable) -> None:
     """Registers a live reward under its name; raises ValueError if a live reward
     that scores differently (another `scoring`) already has it."""
-    holder = _live.get(name)
-    if holder is not None and holder._scoring() != scoring:  # type: ignore[attr-defined]
+    if _other_holder(name, scoring) is not None:
+        gc.collect()  # a reward dropped with its trainer may still wait in a reference cycle
+    other = _other_holder(name, scoring)
+    if other is not None:
         raise ValueError(
-            f"two G-Eval rewards are both named {name!r}: {holder!r} and {reward!r}; TRL would log them "
+            f"two G-Eval rewards are both named {name!r}: {other} and {reward!r}; TRL would log them "
             "into the same series. pass name=... to tell them apart"
         )
     _live[name] = reward
+
+
+def _other_holder(name: str, scoring: Hashable) -> str | None:
+    """repr of the live reward holding the name with another scoring (no reference kept)."""
+    holder = _live.get(name)
+    if holder is None or holder._scoring() == scoring:  # type: ignore[attr-defined]
+        return None
+    return repr(holder)

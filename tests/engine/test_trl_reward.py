@@ -125,7 +125,8 @@ def test_async_variant_is_a_coroutine_function_with_the_same_contract(server_add
 
     for rewards in asyncio.run(twice()):
         check_rewards(rewards, failed_rows={2})
-    assert len(log.values["geval/label_mass"]) == 2
+    assert reward.__name__ == "geval_summeval-coherence+2*summeval-relevance"  # from the rubrics
+    assert len(log.values[f"{reward.__name__}/label_mass"]) == 2
 
 
 def test_a_server_that_is_down_raises_naming_the_address():

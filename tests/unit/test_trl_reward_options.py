@@ -173,3 +173,12 @@ def test_length_correlation_is_logged_only_over_enough_completions(judge):
     reward(prompts=["P"] * 10, completions=["a" * n for n in range(1, 11)], log_metric=many)
     assert "lengths/length_spearman" not in few.calls
     assert many.calls["lengths/length_spearman"] == [pytest.approx(1.0)]
+
+
+def test_a_reward_dropped_in_a_reference_cycle_does_not_hold_its_name(judge):
+    class Trainer:  # trainers keep themselves in reference cycles (callbacks point back)
+        def __init__(self, reward):
+            self.reward, self.me = reward, self
+
+    Trainer(GEvalReward(judge.address, "cycle", on_error="exclude"))
+    assert GEvalReward(judge.address, "cycle").__name__ == "geval_cycle"

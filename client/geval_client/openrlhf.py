@@ -1,13 +1,18 @@
 """G-Eval rewards for OpenRLHF, both ways it takes a remote reward.
 
-1. A Python file given to `--remote_rm_url` (OpenRLHF imports it and calls its
-   `reward_func(queries, prompts, labels)` for each sample):
+1. A Python file given to `--reward.remote_url` (`--remote_rm_url` before OpenRLHF
+   0.10); OpenRLHF imports it in each of its vLLM engine actors and calls its
+   `reward_func(queries, prompts, labels)` for each sample:
 
        # geval_reward.py
-       from geval_client.openrlhf import reward_func  # configured by GEVAL_REWARD_SERVER, GEVAL_REWARD_RUBRICS
+       from geval_client.openrlhf import make_reward_func
+       reward_func = make_reward_func("judge:50051", {"summeval-coherence": 1})
 
-2. An HTTP URL given to `--remote_rm_url`: this module's bridge serves OpenRLHF's
-   JSON protocol in front of the gRPC server:
+   or `from geval_client.openrlhf import reward_func`, configured by the
+   environment (GEVAL_REWARD_SERVER, GEVAL_REWARD_RUBRICS; see sample_rewards.py).
+
+2. An HTTP URL given to `--reward.remote_url`: this module's bridge serves
+   OpenRLHF's JSON protocol in front of the gRPC server:
 
        python -m geval_client.openrlhf --server judge:50051 --rubric summeval-coherence --port 5000
 
@@ -38,7 +43,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .failures import ItemNotScored
+from .failures import ItemNotScored, OnError
+from .requests import Rubrics
 from .retry import RewardServerError
 from .sample_rewards import Sample, SampleReward, SampleScorer, reference_text
 from .transport import read_token
@@ -144,10 +150,17 @@ class OpenRLHFReward:
         return openrlhf_reply(self.scorer.score(samples_from(queries, prompts, labels)))
 
 
+def make_reward_func(
+    server: str | None = None, rubrics: Rubrics = None, on_error: OnError | None = None, timeout: float = 300.0
+) -> OpenRLHFReward:
+    """A `reward_func` for a --reward.remote_url file; options left None come from the environment."""
+    return OpenRLHFReward(SampleScorer.configure(server, rubrics, on_error, timeout))
+
+
 def reward_func(queries, prompts, labels=None, **kwargs) -> dict[str, Any]:
-    """What OpenRLHF calls in a `--remote_rm_url` Python file; configured from the
-    environment (GEVAL_REWARD_SERVER, GEVAL_REWARD_RUBRICS, GEVAL_REWARD_ON_ERROR)."""
-    return OpenRLHFReward(SampleScorer.configure())(queries, prompts, labels)
+    """OpenRLHF's `reward_func`, configured from the environment (GEVAL_REWARD_SERVER,
+    GEVAL_REWARD_RUBRICS, GEVAL_REWARD_ON_ERROR, GEVAL_REWARD_AUTH_TOKEN)."""
+    return make_reward_func()(queries, prompts, labels)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -29,7 +29,10 @@ SUMMARY = "The council voted to build a library where the old bus depot stands."
 REFERENCE = "A library will be built on the old bus depot site."
 
 # The README's snippets, as files a framework loads.
-OPENRLHF_FILE = "from geval_client.openrlhf import reward_func  # noqa: F401\n"
+OPENRLHF_FILE = """from geval_client.openrlhf import make_reward_func
+reward_func = make_reward_func("{server}", {{"summeval-coherence": 1}})
+"""
+OPENRLHF_ENV_FILE = "from geval_client.openrlhf import reward_func  # noqa: F401\n"
 VERL_FILE = "from geval_client.verl import compute_score, compute_score_async, compute_score_batch  # noqa: F401\n"
 
 
@@ -94,7 +97,7 @@ def test_openrlhf_reward_file_scores_one_sample_per_call(server_address, tokeniz
     monkeypatch.setenv("GEVAL_REWARD_SERVER", server_address)
     monkeypatch.setenv("GEVAL_REWARD_RUBRICS", "summeval-coherence,reference-match")
     path = tmp_path / "geval_reward.py"
-    path.write_text(OPENRLHF_FILE)
+    path.write_text(OPENRLHF_ENV_FILE)
     reward_func = load_like_openrlhf(path)
     prompt = openrlhf_prompt(tokenizer)
     query = openrlhf_query(tokenizer, prompt, SUMMARY)
@@ -164,13 +167,11 @@ class ScriptedPolicy:
 
 
 def test_openrlhf_single_turn_executor_with_the_file_and_the_bridge(
-    server_address, bridge, tokenizer, tmp_path, monkeypatch
+    server_address, bridge, tokenizer, tmp_path
 ):
     agent = pytest.importorskip("openrlhf.utils.agent")
-    monkeypatch.setenv("GEVAL_REWARD_SERVER", server_address)
-    monkeypatch.setenv("GEVAL_REWARD_RUBRICS", "summeval-coherence")
     path = tmp_path / "geval_reward.py"
-    path.write_text(OPENRLHF_FILE)
+    path.write_text(OPENRLHF_FILE.format(server=server_address))
     prompt, sampling = openrlhf_prompt(tokenizer), SimpleNamespace(max_tokens=64, logprobs=None)
     rewards = []
     for remote_rm_url in (str(path), bridge):

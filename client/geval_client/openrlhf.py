@@ -25,7 +25,9 @@ whitespace the tokenizer may have changed, then as the tail OpenRLHF keeps of a
 prompt it truncated from the left), without the end-of-sequence markers.
 The judge reads the prompt as OpenRLHF passes it (with its chat template), and
 the label as the human reference; a label that is a JSON object may instead set
-"prompt" (what the judge reads as the input), "reference" and "rubrics".
+"prompt" (what the judge reads as the input), "reference" and "rubrics" (names,
+{name: weight} or rubric dicts, as RewardClient.score takes them; they replace
+the configured ones for that sample).
 
 OpenRLHF needs a number for every sample: see sample_rewards.py for what a
 completion the server cannot score gets (on_error) and what raises.
@@ -46,7 +48,7 @@ from typing import Any
 from .failures import ItemNotScored, OnError
 from .requests import Rubrics
 from .retry import RewardServerError
-from .sample_rewards import Sample, SampleReward, SampleScorer, reference_text
+from .sample_rewards import Sample, SampleReward, SampleScorer, reference_text, rubrics_from_text
 from .transport import read_token
 
 log = logging.getLogger(__name__)
@@ -218,7 +220,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         on_error = None if args.on_error is None else args.on_error if args.on_error == "min" else float(args.on_error)
         scorer = SampleScorer.configure(
-            server=args.server, rubrics=",".join(args.rubric) or None, on_error=on_error,
+            server=args.server, rubrics=rubrics_from_text(",".join(args.rubric)) or None, on_error=on_error,
             timeout=args.timeout, token=read_token(args.auth_token_file),
         )
     except (ValueError, OSError) as error:

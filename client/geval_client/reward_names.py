@@ -6,23 +6,23 @@ from __future__ import annotations
 
 import gc
 import weakref
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable
 
-from .requests import Rubrics
+from .requests import Rubrics, rubric_selection
 
 _live: weakref.WeakValueDictionary[str, object] = weakref.WeakValueDictionary()
 
 
 def reward_name(rubrics: Rubrics) -> str:
-    """`geval` for the server's default rubric, else `geval_` and the rubrics as a
-    weighted sum: {"a": 1, "b": 2} -> `geval_a+2*b`; equal weights are left out."""
-    if rubrics is None:
+    """`geval` for the server's default rubric, else `geval_` and the rubrics (an inline
+    rubric by its name) as a weighted sum: {"a": 1, "b": 2} -> `geval_a+2*b`; equal
+    weights are left out."""
+    chosen = [(s.name or s.spec.name, s.weight if s.HasField("weight") else 1.0) for s in rubric_selection(rubrics)]
+    if not chosen:
         return "geval"
-    if isinstance(rubrics, str):
-        return f"geval_{rubrics}"
-    if not isinstance(rubrics, Mapping) or len(set(rubrics.values())) == 1:
-        return "geval_" + "+".join(rubrics)
-    return "geval_" + "+".join(name if weight == 1 else f"{weight:g}*{name}" for name, weight in rubrics.items())
+    if len({weight for _, weight in chosen}) == 1:
+        return "geval_" + "+".join(name for name, _ in chosen)
+    return "geval_" + "+".join(name if weight == 1 else f"{weight:g}*{name}" for name, weight in chosen)
 
 
 def claim_name(name: str, reward: object, scoring: Hashable) -> None:

@@ -32,7 +32,6 @@ from .requests import Prompt, Rubrics, make_item
 from .transport import read_token
 
 SERVER_ENV, RUBRICS_ENV, ON_ERROR_ENV = "GEVAL_REWARD_SERVER", "GEVAL_REWARD_RUBRICS", "GEVAL_REWARD_ON_ERROR"
-RubricChoice = tuple[tuple[str, float], ...] | None  # None: the server's default rubric
 
 
 @dataclass(frozen=True)
@@ -54,7 +53,7 @@ class SampleReward:
 @dataclass(frozen=True)
 class SampleScorer:
     server: str
-    rubrics: RubricChoice
+    rubrics: Rubrics  # as RewardClient.score takes them; None: the server's default rubric
     on_error: float
     timeout: float
     token: str | None
@@ -74,7 +73,7 @@ class SampleScorer:
             on_error = on_error if on_error in ("min", "exclude") else _number(on_error, ON_ERROR_ENV)
         return cls(
             server=server or os.environ.get(SERVER_ENV) or DEFAULT_TARGET,
-            rubrics=rubric_choice(rubrics if rubrics is not None else os.environ.get(RUBRICS_ENV) or None),
+            rubrics=rubrics if rubrics is not None else rubrics_from_text(os.environ.get(RUBRICS_ENV, "")) or None,
             on_error=parse_on_error(on_error, can_exclude=False),
             timeout=timeout,
             token=token if token is not None else read_token(None),
@@ -82,29 +81,23 @@ class SampleScorer:
 
     def score(self, samples: Sequence[Sample]) -> list[SampleReward]:
         client = _sync_client(self.server, self.timeout, self.token)
-        requests = self._requests(samples)
-        results = [client.score(items, _as_mapping(rubrics)) for rubrics, items in requests.items()]
-        return self._rewards(len(samples), results)
+        return self._rewards(client.score(self._items(samples), self.rubrics))
 
     async def score_async(self, samples: Sequence[Sample]) -> list[SampleReward]:
         client = _async_client(self.server, self.timeout, self.token)
-        requests = self._requests(samples)
-        results = await asyncio.gather(*(client.score(items, _as_mapping(r)) for r, items in requests.items()))
-        return self._rewards(len(samples), results)
+        return self._rewards(await client.score(self._items(samples), self.rubrics))
 
-    def _requests(self, samples: Sequence[Sample]) -> dict[RubricChoice, list[reward_pb2.Item]]:
-        """One Score request per rubric choice (a request scores every item with the same rubrics)."""
-        requests: dict[RubricChoice, list[reward_pb2.Item]] = {}
-        for i, sample in enumerate(samples):
-            items = requests.setdefault(self._rubrics_of(sample), [])
-            items.append(make_item(sample.prompt, sample.completion, sample.reference, str(i)))
-        return requests
+    @staticmethod
+    def _items(samples: Sequence[Sample]) -> list[reward_pb2.Item]:
+        """One request; a sample that chose its own rubrics carries them (they replace the request's)."""
+        return [
+            make_item(s.prompt, s.completion, s.reference, str(i), rubrics=_chosen(s.rubrics))
+            for i, s in enumerate(samples)
+        ]
 
-    def _rewards(self, count: int, results: Sequence[list[reward_pb2.ItemResult]]) -> list[SampleReward]:
-        by_index = {int(result.id): result for batch in results for result in batch}
+    def _rewards(self, results: Sequence[reward_pb2.ItemResult]) -> list[SampleReward]:
         rewards = []
-        for i in range(count):
-            result = by_index[i]
+        for result in results:
             failed = result.HasField("error")
             rewards.append(SampleReward(
                 reward=sample_reward(result, self.on_error),
@@ -114,30 +107,28 @@ class SampleScorer:
             ))
         return rewards
 
-    def _rubrics_of(self, sample: Sample) -> RubricChoice:
-        return rubric_choice(sample.rubrics) if sample.rubrics is not None else self.rubrics
+
+def rubrics_from_text(text: str) -> dict[str, float]:
+    """"a,b" or "a:1,b:2" (an environment variable, a command line) -> {name: weight}."""
+    rubrics = {}
+    for part in (part.strip() for part in text.split(",")):
+        if part:
+            name, sep, weight = part.rpartition(":") if ":" in part else (part, "", "")
+            rubrics[name] = _number(weight, "rubric weight") if sep else 1.0
+    return rubrics
 
 
-def rubric_choice(rubrics: Rubrics | str) -> RubricChoice:
-    """A name, names, {name: weight}, or the text "a,b" / "a:1,b:2" -> ((name, weight), ...)."""
-    if rubrics is None:
-        return None
-    if isinstance(rubrics, str):
-        rubrics = [part.strip() for part in rubrics.split(",") if part.strip()]
-        pairs = [part.rpartition(":") if ":" in part else (part, "", "") for part in rubrics]
-        return tuple((name, _number(weight, "rubric weight")) if sep else (name, 1.0) for name, sep, weight in pairs)
-    if isinstance(rubrics, Mapping):  # a weight of None: not chosen (a parquet struct fills absent keys so)
-        return tuple((str(name), float(weight)) for name, weight in rubrics.items() if weight is not None)
-    return tuple((str(name), 1.0) for name in rubrics)
+def _chosen(rubrics: Rubrics) -> Rubrics:
+    """A {name: weight} map read back from a parquet struct has every row's keys, the absent
+    ones with weight None: those were not chosen."""
+    if isinstance(rubrics, Mapping) and any(w is None for w in rubrics.values()):
+        return {name: weight for name, weight in rubrics.items() if weight is not None}
+    return rubrics
 
 
 def reference_text(value: Any) -> str | None:
     """A reference is non-empty text; anything else (None, numbers, lists) is none."""
     return value if isinstance(value, str) and value.strip() else None
-
-
-def _as_mapping(rubrics: RubricChoice) -> dict[str, float] | None:
-    return dict(rubrics) if rubrics is not None else None
 
 
 def _number(text: str, what: str) -> float:

@@ -88,7 +88,10 @@ class _GEvalRewardBase:
 
     def _scoring(self) -> tuple:
         """Everything that makes two rewards give different values."""
-        rubrics = tuple((s.name, s.weight if s.HasField("weight") else 1.0) for s in rubric_selection(self.rubrics))
+        rubrics = tuple(
+            (s.name or s.spec.SerializeToString(deterministic=True), s.weight if s.HasField("weight") else 1.0)
+            for s in rubric_selection(self.rubrics)
+        )
         return (self._target, rubrics, self._on_error, self.reference_column, self.source_column, self.sampling_n)
 
     def __getstate__(self) -> dict:

@@ -9,11 +9,12 @@
 - compute_score_async(...): the same as a coroutine; the reward loop's naive manager
   awaits it on its event loop, many samples at once.
 - compute_score_batch(data_sources, solution_strs, ground_truths, extra_infos, **kwargs):
-  the batch reward manager; one Score call per rubric choice for the whole batch.
+  the legacy batch reward manager (`batch`); one Score call for the whole batch.
 
 What each sample gives the judge: the input is extra_info[prompt_key] ("prompt" by
 default; text or chat messages), the reference is ground_truth when it is text, and
-extra_info["rubrics"] (a name, names or {name: weight}) overrides the rubrics. Options
+extra_info["rubrics"] (names, {name: weight} or rubric dicts) replaces the rubrics
+for that sample. Options
 (server, rubrics, on_error, prompt_key, timeout) come as keyword arguments, e.g. from
 `reward.custom_reward_function.reward_kwargs`, else from the environment
 (sample_rewards.py). Other keyword arguments veRL passes (reward_router_address,

@@ -15,7 +15,7 @@ import pytest
 from geval_client import openrlhf, verl
 from geval_client.failures import ItemNotScored
 from geval_client.pb import reward_pb2, reward_pb2_grpc
-from geval_client.sample_rewards import SampleScorer, rubric_choice
+from geval_client.sample_rewards import SampleScorer, rubrics_from_text
 
 PROMPT = "<|im_start|>user\nSummarize: the council approved a library.<|im_end|>\n<|im_start|>assistant\n"
 
@@ -49,12 +49,11 @@ def test_labels_are_references_or_json_objects():
         openrlhf.label_fields({"answer": "42"})
 
 
-def test_rubric_choices_from_text_lists_and_mappings():
-    assert rubric_choice("a, b:2") == (("a", 1.0), ("b", 2.0))
-    assert rubric_choice(["a", "b"]) == (("a", 1.0), ("b", 1.0))
-    assert rubric_choice({"a": 1, "b": None}) == (("a", 1.0),)  # a parquet struct's absent key
+def test_rubrics_from_the_environment_or_a_command_line():
+    assert rubrics_from_text("a, b:2") == {"a": 1.0, "b": 2.0}
+    assert rubrics_from_text("") == {}
     with pytest.raises(ValueError, match="rubric weight: expected a number"):
-        rubric_choice("a:heavy")
+        rubrics_from_text("a:heavy")
 
 
 # --- the reward contract, against a scripted judge -------------------------------------
@@ -131,12 +130,13 @@ def test_verl_forms_return_a_dict_with_a_float_score_and_fixed_keys(judge):
     assert failed == {"score": -1.0, "label_mass": 0.0, "failed": 1.0, "score_claims_removed": 0.0}
     batch = verl.compute_score_batch(
         ["d"] * 3, ["abc", "", "abcd"], ["g", None, 42],
-        [extra, extra, {**extra, "rubrics": {"b": 2.0}}], **options,
+        [extra, extra, {**extra, "rubrics": {"b": 2.0, "c": None}}], **options,  # c: a parquet struct's absent key
     )
     assert [r["score"] for r in batch] == [0.03, -1.0, 0.04]
-    assert {tuple((r.name, r.weight) for r in q.rubrics) for q in judge.requests[-2:]} == {
-        (("a", 1.0),), (("b", 2.0),),
-    }  # one request per rubric choice
+    request = judge.requests[-1]  # one request; a sample's own rubrics travel on its item
+    assert [r.name for r in request.rubrics] == ["a"]
+    assert [[(r.name, r.weight) for r in item.rubrics] for item in request.items] == [[], [], [("b", 2.0)]]
+    assert [item.reference if item.HasField("reference") else None for item in request.items] == ["g", None, None]
 
 
 def test_verl_names_the_missing_prompt(judge):

@@ -182,3 +182,13 @@ def test_a_reward_dropped_in_a_reference_cycle_does_not_hold_its_name(judge):
 
     Trainer(GEvalReward(judge.address, "cycle", on_error="exclude"))
     assert GEvalReward(judge.address, "cycle").__name__ == "geval_cycle"
+
+
+def test_an_inline_rubric_is_named_by_its_name(judge):
+    clarity = {"name": "clarity", "criterion": "Clarity", "task_introduction": "Rate the answer.",
+               "evaluation_criteria": "Clarity (1-5).", "scale": {"min": 1, "max": 5}}
+    assert GEvalReward(judge.address, [clarity, ("r", 2.0)]).__name__ == "geval_clarity+2*r"
+    stricter = {**clarity, "evaluation_criteria": "Clarity (1-5), strictly."}
+    with pytest.raises(ValueError, match="both named 'geval_clarity'"):
+        keep = GEvalReward(judge.address, [clarity])  # noqa: F841 - alive while the next is made
+        GEvalReward(judge.address, [stricter])

@@ -5,8 +5,9 @@
 
 TRL scores each completion with every reward function, logs each under its
 name (`rewards/geval/mean`, `rewards/length_near_target/mean`) and trains on
-their weighted sum. The G-Eval reward is the async variant here: TRL awaits it
-on its own event loop, concurrently with any other async reward.
+their weighted sum. The G-Eval reward is the async variant, as in any TRL
+trainer: TRL runs the sync reward functions one after another first (the length
+reward is instant), then all async ones together on its event loop.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def main() -> None:
     from trl import GRPOConfig, GRPOTrainer
 
     dataset = Dataset.from_list(summeval_rows(args.prompts, args.article_words))
-    geval = AsyncGEvalReward(args.server, RUBRICS, source_column="article")
+    geval = AsyncGEvalReward(args.server, RUBRICS, source_column="article", name="geval")
     trainer = GRPOTrainer(
         model=str(args.policy),
         reward_funcs=[geval, length_near_target],

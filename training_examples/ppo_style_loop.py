@@ -8,8 +8,9 @@ PPO part itself: sample a group of completions per prompt, score them with the
 same GEvalReward the trainers use (one RPC per step), take each completion's
 advantage against the mean reward of the other completions of its prompt (no
 value model; RLOO's baseline), and make a few clipped-ratio updates over the
-batch in minibatches. A completion the judge could not score (None) gets no
-advantage, so it does not move the policy.
+batch in minibatches. A completion the judge could not score because of the
+completion (empty, too long) gets 0.0 (on_error's default); one it could not score
+for another reason (None) gets no advantage, so it does not move the policy.
 """
 
 from __future__ import annotations

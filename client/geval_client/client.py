@@ -1,8 +1,8 @@
 """RewardClient (blocking) and AsyncRewardClient (asyncio): one RPC per batch.
 
-Each attempt has its own deadline (`timeout`); transient failures are retried
-with backoff (see retry.py); a failure for good raises RewardServerError naming
-the target.
+Each call has a deadline (`timeout`) that covers gRPC's retries of it;
+transient failures are retried (see retry.py); a failure for good raises
+RewardServerError naming the target.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from .pb import reward_pb2, reward_pb2_grpc
 from .requests import Rubrics, rubric_spec, score_request
-from .retry import RetryPolicy, RewardServerError, is_retryable
+from .retry import Patience, RetryPolicy, RewardServerError
 from .transport import (
     MAX_MESSAGE_BYTES,
     Targets,
@@ -42,8 +42,8 @@ class _ClientBase:
 
     target: "host:port", a list (or comma-separated string) of them, or one gRPC
     target such as "dns:///judges:50051"; calls are spread with round_robin.
-    timeout: deadline of each attempt, in seconds.
-    retry: backoff for UNAVAILABLE and RESOURCE_EXHAUSTED.
+    timeout: deadline of each call (gRPC's retries of it included), in seconds.
+    retry: retries of UNAVAILABLE and RESOURCE_EXHAUSTED (see retry.py).
     tls: TLSOptions for an encrypted channel; token: sent as `authorization: Bearer <token>`.
     """
 
@@ -58,20 +58,24 @@ class _ClientBase:
     ) -> None:
         if not timeout > 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
-        self._spec = channel_spec(target, tls)
+        self._spec = channel_spec(target, tls, retry)
         self.target = self._spec.label
         self.timeout = timeout
         self.retry = retry
         self._metadata = auth_metadata(token)
 
-    def _failure(self, method: str, error: grpc.RpcError, attempt: int) -> RewardServerError:
-        return RewardServerError(self.target, method, error.code(), error.details() or "", attempt)
-
-    def _log_retry(self, method: str, error: grpc.RpcError, attempt: int, delay: float) -> None:
+    def _next_wait(self, method: str, error: grpc.RpcError, patience: Patience) -> float:
+        """How long to wait before calling again; raises RewardServerError to give up."""
+        wait = patience.next_wait(error)
+        if wait is None:
+            raise RewardServerError(
+                self.target, method, error.code(), error.details() or "", patience.elapsed()
+            ) from error
         log.warning(
-            "reward server %s: %s attempt %d failed with %s (%s); retrying in %.2fs",
-            self.target, method, attempt, error.code().name, error.details(), delay,
+            "reward server %s: %s failed with %s (%s) after gRPC's retries; calling again in %.2fs",
+            self.target, method, error.code().name, error.details(), wait,
         )
+        return wait
 
 
 class RewardClient(_ClientBase):
@@ -113,18 +117,12 @@ class RewardClient(_ClientBase):
         return reply.status == health_pb2.HealthCheckResponse.SERVING
 
     def _call(self, method: str, rpc, request):
-        delays = self.retry.delays()
-        attempt = 0
+        patience = self.retry.patience()
         while True:
-            attempt += 1
             try:
                 return rpc(request, timeout=self.timeout, metadata=self._metadata)
             except grpc.RpcError as error:
-                delay = next(delays, None) if is_retryable(error.code()) else None
-                if delay is None:
-                    raise self._failure(method, error, attempt) from error
-                self._log_retry(method, error, attempt, delay)
-                time.sleep(delay)
+                time.sleep(self._next_wait(method, error, patience))
 
     def close(self) -> None:
         self._channel.close()
@@ -172,18 +170,12 @@ class AsyncRewardClient(_ClientBase):
         return reply.status == health_pb2.HealthCheckResponse.SERVING
 
     async def _call(self, method: str, rpc, request):
-        delays = self.retry.delays()
-        attempt = 0
+        patience = self.retry.patience()
         while True:
-            attempt += 1
             try:
                 return await rpc(request, timeout=self.timeout, metadata=self._metadata)
             except grpc.RpcError as error:
-                delay = next(delays, None) if is_retryable(error.code()) else None
-                if delay is None:
-                    raise self._failure(method, error, attempt) from error
-                self._log_retry(method, error, attempt, delay)
-                await asyncio.sleep(delay)
+                await asyncio.sleep(self._next_wait(method, error, patience))
 
     async def close(self) -> None:
         await self._channel.close()

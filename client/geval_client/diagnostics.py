@@ -13,7 +13,11 @@
   to the human's may be rewarding its own style (the G-Eval paper saw this
   with LLM-written summaries).
 - length_spearman: rank correlation between reward and completion length; a
-  high value warns of verbosity bias.
+  high value warns of verbosity bias. Only over MIN_RANK_ITEMS scored completions
+  or more: on 2 or 3 it is +-1 or close to it whatever the judge does.
+
+Per completion (TRL's completions table, through log_extra): label_mass (mean
+over the rubrics), error (the server's message) and score_claims_removed.
 """
 
 from __future__ import annotations
@@ -24,6 +28,10 @@ import numpy as np
 
 from .pb import reward_pb2
 from .reward_batch import RewardBatch, rewards_of
+
+# Under no correlation, |rho| exceeds 0.65 by chance in 5% of samples of 10 items
+# (and reaches 1 on 2 items always): fewer items say nothing about verbosity bias.
+MIN_RANK_ITEMS = 10
 
 
 def batch_metrics(
@@ -41,9 +49,10 @@ def batch_metrics(
     if scores:
         metrics["label_mass"] = float(np.mean([s.label_mass for s in scores]))
         metrics["low_confidence_share"] = float(np.mean([s.low_confidence for s in scores]))
-    rho = spearman([rewards[i] for i in scored], [batch.lengths[i] for i in scored])
-    if rho is not None:
-        metrics["length_spearman"] = rho
+    if len(scored) >= MIN_RANK_ITEMS:
+        rho = spearman([rewards[i] for i in scored], [batch.lengths[i] for i in scored])
+        if rho is not None:
+            metrics["length_spearman"] = rho
     margins = [
         rewards[i] - results[ref].reward
         for i in scored
@@ -53,6 +62,19 @@ def batch_metrics(
         metrics["self_preference_share"] = float(np.mean([m > 0 for m in margins]))
         metrics["self_preference_margin"] = float(np.mean(margins))
     return metrics
+
+
+def completion_columns(results: Sequence[reward_pb2.ItemResult], completions: int) -> dict[str, list]:
+    """One value per completion for each column; None where it does not apply."""
+    mine = results[:completions]
+    return {
+        "label_mass": [
+            None if r.HasField("error") or not r.scores else float(np.mean([s.label_mass for s in r.scores]))
+            for r in mine
+        ],
+        "error": [r.error.message if r.HasField("error") else None for r in mine],
+        "score_claims_removed": [r.score_claims_removed for r in mine],
+    }
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:

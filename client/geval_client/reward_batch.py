@@ -11,7 +11,7 @@ text over the human's can be measured.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,7 @@ class RewardBatch:
     completions: int
     reference_items: list[int | None]  # per completion: index of its reference's item, if scored
     lengths: list[int]  # per completion: tokens when TRL gave ids, else characters
+    groups: list[Hashable]  # per completion: its dataset row (prompt, source, reference), i.e. its group
 
 
 def build_batch(
@@ -64,11 +65,15 @@ def build_batch(
         lengths = [len(ids) for ids in completion_ids]
     else:
         lengths = [len(item.completion) for item in items[: len(prompts)]]
-    return RewardBatch(items, len(prompts), reference_items, lengths)
+    groups = [
+        (_prompt_key(judge_prompt(prompt)), _prompt_key(judge_prompt(source)), reference)
+        for prompt, source, reference in zip(prompts, sources, references)
+    ]
+    return RewardBatch(items, len(prompts), reference_items, lengths, groups)
 
 
 def rewards_of(results: Sequence[reward_pb2.ItemResult], completions: int) -> list[float | None]:
-    """None for an item the server could not score: TRL leaves it out of the loss."""
+    """The server's reward per completion, None where it could not score one."""
     return [None if result.HasField("error") else result.reward for result in results[:completions]]
 
 

@@ -6,6 +6,7 @@ one DNS name (`dns:///judges.internal:50051`, re-resolved by gRPC, so replicas
 may come and go) or a list of `host:port` (a comma-separated string works too);
 host names in a list are resolved once, here, because a gRPC target can only
 carry literal addresses of one family (`ipv4:10.0.0.1:50051,10.0.0.2:50051`).
+The channel also carries the retry policy (retry.py) as its service config.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
+
+from .retry import RetryPolicy
 
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 TOKEN_ENV = "GEVAL_REWARD_AUTH_TOKEN"
@@ -72,12 +75,17 @@ class ChannelSpec:
     options: tuple[tuple[str, Any], ...]
 
 
-def channel_spec(targets: Targets, tls: TLSOptions | None = None) -> ChannelSpec:
+def channel_spec(targets: Targets, tls: TLSOptions | None = None, retry: RetryPolicy = RetryPolicy()) -> ChannelSpec:
     addresses = _split(targets)
     options: list[tuple[str, Any]] = [
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
         ("grpc.lb_policy_name", "round_robin"),
+        ("grpc.enable_retries", 1),
+        ("grpc.service_config", retry.service_config()),
+        # gRPC's reconnect backoff grows to 2 minutes by default: a restarted server
+        # would go unnoticed that long. Try connecting again as often as calls retry.
+        ("grpc.max_reconnect_backoff_ms", int(retry.max_backoff_s * 1000)),
     ]
     if tls is not None and tls.server_name:
         options.append(("grpc.ssl_target_name_override", tls.server_name))

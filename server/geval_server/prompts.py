@@ -50,9 +50,15 @@ class JudgeInput:
     reference: str | None = None
 
 
+# Every chat role a prompt may hold, and the label the judge reads before its text.
+# OpenAI-style `developer` messages are system turns; a `tool` message is a tool's
+# output, which the judge reads like any other turn.
+ROLE_LABELS = {"system": "System", "developer": "System", "user": "User", "assistant": "Assistant", "tool": "Tool"}
+
+
 def render_chat(messages: list[tuple[str, str]]) -> str:
     """Flattens a chat prompt into the text the judge reads as its input section."""
-    return "\n\n".join(f"{role.capitalize()}: {content}" for role, content in messages)
+    return "\n\n".join(f"{ROLE_LABELS[role]}: {content}" for role, content in messages)
 
 
 def escape_boundaries(text: str) -> str:

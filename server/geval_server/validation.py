@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from geval_client.pb import reward_pb2
 
 from .judge import Choice, Selection
-from .prompts import JudgeInput, render_chat
+from .prompts import ROLE_LABELS, JudgeInput, render_chat
 from .rubrics import Rubric, RubricError, rubric_from_dict
 from .score_slot import LabelTokenError
 from .scorers.base import ItemFailure, Mode, Sampling, ScoreOptions, Scorer
 
-CHAT_ROLES = ("system", "user", "assistant")
+CHAT_ROLES = tuple(ROLE_LABELS)
 MAX_SAMPLES = 64
 MAX_TEMPERATURE = 2.0
 ECHO_CHARS = 64  # a caller's string quoted in an error is cut to this: errors travel in gRPC metadata

@@ -109,7 +109,7 @@ def test_diagnostics_from_a_batch_with_references():
     assert metrics["low_confidence_share"] == pytest.approx(1 / 3)
     assert metrics["self_preference_share"] == pytest.approx(2 / 3)
     assert metrics["self_preference_margin"] == pytest.approx(((0.2 - 0.5) + (0.6 - 0.5) + (0.9 - 0.5)) / 3)
-    assert metrics["length_spearman"] == pytest.approx(1.0)
+    assert "length_spearman" not in metrics  # 3 scored completions: too few for a rank correlation
 
 
 def test_diagnostics_leave_out_what_cannot_be_measured():
@@ -130,3 +130,9 @@ def test_spearman_is_undefined_for_constant_or_tiny_samples():
     assert spearman([1.0, 2.0], [3.0, 3.0]) is None
     assert spearman([1.0], [2.0]) is None
     assert list(average_ranks([10, 20, 20, 5])) == [2.0, 3.5, 3.5, 1.0]
+
+
+def test_completions_are_grouped_by_their_row_not_by_the_prompt_alone():
+    columns = {"reference": ["R1", "R1", "R2", "R2"]}
+    batch = build_batch(["P"] * 4, ["a", "b", "c", "d"], None, columns, reference_column="reference")
+    assert batch.groups[0] == batch.groups[1] != batch.groups[2] == batch.groups[3]

@@ -1,0 +1,241 @@
+"""G-Eval rewards for OpenRLHF, both ways it takes a remote reward.
+
+1. A Python file given to `--reward.remote_url` (`--remote_rm_url` before OpenRLHF
+   0.10); OpenRLHF imports it in each of its vLLM engine actors and calls its
+   `reward_func(queries, prompts, labels)` for each sample:
+
+       # geval_reward.py
+       from geval_client.openrlhf import make_reward_func
+       reward_func = make_reward_func("judge:50051", {"summeval-coherence": 1})
+
+   or `from geval_client.openrlhf import reward_func`, configured by the
+   environment (GEVAL_REWARD_SERVER, GEVAL_REWARD_RUBRICS; see sample_rewards.py).
+
+2. An HTTP URL given to `--reward.remote_url`: this module's bridge serves
+   OpenRLHF's JSON protocol in front of the gRPC server:
+
+       python -m geval_client.openrlhf --server judge:50051 --rubric summeval-coherence --port 5000
+
+   OpenRLHF POSTs {"query": [...], "prompts": [...], "labels": [...]} and reads
+   {"rewards": [...], "scores": [...], "extra_logs": {...}} back.
+
+`query` is prompt and response decoded together (special tokens kept), so the
+completion is cut out of it: after the prompt (compared exactly, then ignoring
+whitespace the tokenizer may have changed, then as the tail OpenRLHF keeps of a
+prompt it truncated from the left), without the end-of-sequence markers.
+The judge reads the prompt as OpenRLHF passes it (with its chat template), and
+the label as the human reference; a label that is a JSON object may instead set
+"prompt" (what the judge reads as the input), "reference" and "rubrics" (names,
+{name: weight} or rubric dicts, as RewardClient.score takes them; they replace
+the configured ones for that sample).
+
+OpenRLHF needs a number for every sample: see sample_rewards.py for what a
+completion the server cannot score gets (on_error) and what raises.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from .failures import ItemNotScored, OnError
+from .requests import Rubrics
+from .retry import RewardServerError
+from .sample_rewards import Sample, SampleReward, SampleScorer, reference_text, rubrics_from_text
+from .transport import read_token
+
+log = logging.getLogger(__name__)
+
+# Tokens that end a turn or a sequence, as tokenizers write them when decoding with
+# special tokens kept: <|im_end|>, <|endoftext|>, <|eot_id|>, </s>, <eos>, <end_of_turn>,
+# <｜end▁of▁sentence｜>.
+_END_MARKERS = re.compile(r"(?:\s*(?:<\|[A-Za-z0-9_]+\|>|</s>|<eos>|<end_of_turn>|<｜[^<>｜]{1,40}｜>))+\s*\Z")
+MIN_PROMPT_TAIL = 64  # characters of a left-truncated prompt that must match to cut there
+
+
+def completion_from_query(query: str, prompt: str) -> str:
+    """The response part of OpenRLHF's `query` (prompt + response decoded together)."""
+    end = _prompt_end(query, prompt)
+    if end is None:
+        raise ValueError(
+            f"query does not start with its prompt: query starts {query[:60]!r}, prompt {prompt[:60]!r}"
+        )
+    return _END_MARKERS.sub("", query[end:]).strip()
+
+
+def _prompt_end(query: str, prompt: str) -> int | None:
+    if query.startswith(prompt):
+        return len(prompt)
+    matched = _match_ignoring_whitespace(query, prompt)
+    if matched is not None:
+        return matched
+    for start in range(1, len(prompt) - MIN_PROMPT_TAIL + 1):  # OpenRLHF keeps a long prompt's tail
+        if query.startswith(prompt[start:]):
+            return len(prompt) - start
+    return None
+
+
+def _match_ignoring_whitespace(query: str, prompt: str) -> int | None:
+    """Where the prompt ends in query when only their whitespace differs, else None."""
+    i = 0
+    for char in prompt:
+        if char.isspace():
+            continue
+        while i < len(query) and query[i].isspace():
+            i += 1
+        if i == len(query) or query[i] != char:
+            return None
+        i += 1
+    return i
+
+
+def label_fields(label: Any) -> dict[str, Any]:
+    """A label is the reference; a JSON object (or dict) may set prompt, reference and rubrics."""
+    if isinstance(label, str) and label.lstrip().startswith("{"):
+        try:
+            label = json.loads(label)
+        except json.JSONDecodeError:
+            return {"reference": label}
+    if isinstance(label, Mapping):
+        unknown = set(label) - {"prompt", "reference", "rubrics"}
+        if unknown:
+            raise ValueError(f"label: unknown keys {sorted(unknown)}; a label object sets prompt, reference, rubrics")
+        return dict(label)
+    return {"reference": label}
+
+
+def samples_from(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any] | None) -> list[Sample]:
+    if labels is None:
+        labels = [None] * len(queries)
+    if not len(queries) == len(prompts) == len(labels):
+        raise ValueError(f"got {len(queries)} queries, {len(prompts)} prompts and {len(labels)} labels")
+    samples = []
+    for query, prompt, label in zip(queries, prompts, labels):
+        fields = label_fields(label)
+        samples.append(Sample(
+            prompt=fields.get("prompt") or prompt,
+            completion=completion_from_query(query, prompt),
+            reference=reference_text(fields.get("reference")),
+            rubrics=fields.get("rubrics"),
+        ))
+    return samples
+
+
+def openrlhf_reply(rewards: Sequence[SampleReward]) -> dict[str, Any]:
+    """OpenRLHF's reward reply: `rewards` drive the advantage, `scores` (in [0, 1]) its
+    dynamic filtering, `extra_logs` are logged per sample."""
+    return {
+        "rewards": [r.reward for r in rewards],
+        "scores": [min(max(r.reward, 0.0), 1.0) for r in rewards],
+        "extra_logs": {
+            "geval_label_mass": [r.label_mass for r in rewards],
+            "geval_failed": [float(r.failed) for r in rewards],
+            "geval_score_claims_removed": [float(r.score_claims_removed) for r in rewards],
+        },
+    }
+
+
+@dataclass(frozen=True)
+class OpenRLHFReward:
+    """A `reward_func` bound to one configuration (SampleScorer.configure's options)."""
+
+    scorer: SampleScorer
+
+    def __call__(self, queries, prompts, labels=None, **kwargs) -> dict[str, Any]:
+        return openrlhf_reply(self.scorer.score(samples_from(queries, prompts, labels)))
+
+
+def make_reward_func(
+    server: str | None = None, rubrics: Rubrics = None, on_error: OnError | None = None, timeout: float = 300.0
+) -> OpenRLHFReward:
+    """A `reward_func` for a --reward.remote_url file; options left None come from the environment."""
+    return OpenRLHFReward(SampleScorer.configure(server, rubrics, on_error, timeout))
+
+
+def reward_func(queries, prompts, labels=None, **kwargs) -> dict[str, Any]:
+    """OpenRLHF's `reward_func`, configured from the environment (GEVAL_REWARD_SERVER,
+    GEVAL_REWARD_RUBRICS, GEVAL_REWARD_ON_ERROR, GEVAL_REWARD_AUTH_TOKEN)."""
+    return make_reward_func()(queries, prompts, labels)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    reward: OpenRLHFReward  # set on the subclass made by serve()
+
+    def do_POST(self) -> None:  # noqa: N802 - the name http.server dispatches to
+        try:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+            if not isinstance(body, dict) or "query" not in body or "prompts" not in body:
+                raise ValueError('expected a JSON object with "query" and "prompts" lists (and "labels")')
+            self._reply(200, self.reward(body["query"], body["prompts"], body.get("labels")))
+        except (ValueError, TypeError) as error:
+            self._reply(400, {"error": str(error)})
+        except ItemNotScored as error:
+            log.error("%s", error)
+            self._reply(422, {"error": str(error)})
+        except RewardServerError as error:
+            log.error("%s", error)
+            self._reply(503, {"error": str(error)})
+
+    def _reply(self, status: int, payload: dict) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug(format, *args)
+
+
+def serve(reward: OpenRLHFReward, host: str, port: int) -> ThreadingHTTPServer:
+    """An HTTP server answering OpenRLHF's reward requests on every path; call serve_forever()."""
+    handler = type("OpenRLHFHandler", (_Handler,), {"reward": reward})
+    return ThreadingHTTPServer((host, port), handler)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m geval_client.openrlhf",
+        description="Serve OpenRLHF's --remote_rm_url JSON protocol in front of a G-Eval reward server.",
+    )
+    parser.add_argument("--server", help="the gRPC reward server, host:port (default: $GEVAL_REWARD_SERVER)")
+    parser.add_argument("--rubric", action="append", default=[], metavar="NAME[:WEIGHT]",
+                        help="repeatable; default: $GEVAL_REWARD_RUBRICS, else the server's default rubric")
+    parser.add_argument("--on-error", help="'min' (default) or a number: the reward of a completion the "
+                        "server cannot score because of the completion")
+    parser.add_argument("--auth-token-file", help="the server's bearer token (default: $GEVAL_REWARD_AUTH_TOKEN)")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per scoring call")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=5000)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        on_error = None if args.on_error is None else args.on_error if args.on_error == "min" else float(args.on_error)
+        scorer = SampleScorer.configure(
+            server=args.server, rubrics=rubrics_from_text(",".join(args.rubric)) or None, on_error=on_error,
+            timeout=args.timeout, token=read_token(args.auth_token_file),
+        )
+    except (ValueError, OSError) as error:
+        parser.error(str(error))
+    server = serve(OpenRLHFReward(scorer), args.host, args.port)
+    host, port = server.server_address[:2]
+    print(f"geval-openrlhf: serving OpenRLHF's reward protocol on http://{host}:{port}/get_reward "
+          f"for {scorer.server}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

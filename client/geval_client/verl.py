@@ -1,0 +1,127 @@
+"""G-Eval rewards for veRL, in the three forms its reward managers call.
+
+    # geval_reward.py, given to veRL as reward.custom_reward_function.path
+    from geval_client.verl import compute_score  # or compute_score_async, compute_score_batch
+
+- compute_score(data_source, solution_str, ground_truth, extra_info, **kwargs): the
+  naive and remote reward managers (the latter in a Ray actor: it pickles), and
+  prime's process pool (positional arguments).
+- compute_score_async(...): the same as a coroutine; the reward loop's naive manager
+  awaits it on its event loop, many samples at once.
+- compute_score_batch(data_sources, solution_strs, ground_truths, extra_infos, **kwargs):
+  the legacy batch reward manager (`batch`); one Score call for the whole batch.
+
+What each sample gives the judge: the input is extra_info[prompt_key] ("prompt" by
+default; text or chat messages), the reference is ground_truth when it is text, and
+extra_info["rubrics"] (names, {name: weight} or rubric dicts) replaces the rubrics
+for that sample. Options
+(server, rubrics, on_error, prompt_key, timeout) come as keyword arguments, e.g. from
+`reward.custom_reward_function.reward_kwargs`, else from the environment
+(sample_rewards.py). Other keyword arguments veRL passes (reward_router_address,
+reward_model_tokenizer) are ignored.
+
+Every form returns a dict per sample, {"score": float, "label_mass", "failed",
+"score_claims_removed"} with the same keys every time, as veRL gathers the extra keys
+into per-sample columns. Never None: see sample_rewards.py for what a completion the
+server cannot score gets, and what raises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .failures import OnError
+from .requests import Rubrics
+from .sample_rewards import Sample, SampleReward, SampleScorer, reference_text
+
+PROMPT_KEY = "prompt"
+
+
+def compute_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: Mapping[str, Any] | None = None,
+    *,
+    server: str | None = None,
+    rubrics: Rubrics = None,
+    on_error: OnError | None = None,
+    prompt_key: str = PROMPT_KEY,
+    timeout: float = 300.0,
+    **framework_kwargs: Any,
+) -> dict[str, float]:
+    scorer = SampleScorer.configure(server, rubrics, on_error, timeout)
+    return _reply(scorer.score([_sample(solution_str, ground_truth, extra_info, prompt_key)])[0])
+
+
+async def compute_score_async(
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: Mapping[str, Any] | None = None,
+    *,
+    server: str | None = None,
+    rubrics: Rubrics = None,
+    on_error: OnError | None = None,
+    prompt_key: str = PROMPT_KEY,
+    timeout: float = 300.0,
+    **framework_kwargs: Any,
+) -> dict[str, float]:
+    scorer = SampleScorer.configure(server, rubrics, on_error, timeout)
+    rewards = await scorer.score_async([_sample(solution_str, ground_truth, extra_info, prompt_key)])
+    return _reply(rewards[0])
+
+
+def compute_score_batch(
+    data_sources: Sequence[str],
+    solution_strs: Sequence[str],
+    ground_truths: Sequence[Any],
+    extra_infos: Sequence[Mapping[str, Any] | None],
+    *,
+    server: str | None = None,
+    rubrics: Rubrics = None,
+    on_error: OnError | None = None,
+    prompt_key: str = PROMPT_KEY,
+    timeout: float = 300.0,
+    **framework_kwargs: Any,
+) -> list[dict[str, float]]:
+    if not len(solution_strs) == len(ground_truths) == len(extra_infos):
+        raise ValueError(
+            f"got {len(solution_strs)} solution_strs, {len(ground_truths)} ground_truths and "
+            f"{len(extra_infos)} extra_infos"
+        )
+    scorer = SampleScorer.configure(server, rubrics, on_error, timeout)
+    samples = [_sample(s, g, e, prompt_key) for s, g, e in zip(solution_strs, ground_truths, extra_infos)]
+    return [_reply(reward) for reward in scorer.score(samples)]
+
+
+def _sample(solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None, prompt_key: str) -> Sample:
+    extra_info = extra_info or {}
+    if prompt_key not in extra_info:
+        raise ValueError(
+            f"extra_info[{prompt_key!r}] must hold what the judge reads as the input (the prompt); "
+            f"extra_info has {sorted(extra_info)}. Add it in the data preprocessing or set prompt_key"
+        )
+    return Sample(
+        prompt=_prompt(extra_info[prompt_key]),
+        completion=solution_str,
+        reference=reference_text(ground_truth),
+        rubrics=extra_info.get("rubrics"),
+    )
+
+
+def _prompt(value: Any) -> str | list[dict[str, str]]:
+    """Text, or chat messages (veRL's parquet rows hold them as arrays of dicts)."""
+    if isinstance(value, str):
+        return value
+    return [{"role": str(m["role"]), "content": str(m["content"])} for m in value]
+
+
+def _reply(reward: SampleReward) -> dict[str, float]:
+    return {
+        "score": reward.reward,
+        "label_mass": reward.label_mass,
+        "failed": float(reward.failed),
+        "score_claims_removed": float(reward.score_claims_removed),
+    }

@@ -1,0 +1,236 @@
+"""The OpenRLHF and veRL adapters against the real server, set up as the README's
+snippets say and called the way each framework calls them.
+
+- Contract tests (always run): the calls are made as OpenRLHF 0.11 and veRL 0.9
+  make them, written down from their source (OpenRLHF: openrlhf/utils/agent.py,
+  SingleTurnAgentExecutor, one sample per call, `query` decoded with special tokens
+  kept; veRL: the naive, remote and batch reward managers' keyword arguments).
+- Framework tests (run where `openrlhf` or `verl` imports; skipped otherwise): their
+  own calling code, OpenRLHF's SingleTurnAgentExecutor.execute and veRL's
+  get_custom_reward_fn, BatchRewardManager and the reward loop's NaiveRewardManager.
+  Only the policy's sampling is scripted."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import pathlib
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+POLICY = pathlib.Path("~/.cache/geval-reward/models/smollm2-135m-instruct").expanduser()
+ARTICLE = "The city council voted on Tuesday to build a new public library on the site of the old bus depot."
+SUMMARY = "The council voted to build a library where the old bus depot stands."
+REFERENCE = "A library will be built on the old bus depot site."
+
+# The README's snippets, as files a framework loads.
+OPENRLHF_FILE = """from geval_client.openrlhf import make_reward_func
+reward_func = make_reward_func("{server}", {{"summeval-coherence": 1}})
+"""
+OPENRLHF_ENV_FILE = "from geval_client.openrlhf import reward_func  # noqa: F401\n"
+VERL_FILE = "from geval_client.verl import compute_score, compute_score_async, compute_score_batch  # noqa: F401\n"
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(POLICY))
+
+
+def openrlhf_prompt(tokenizer) -> str:
+    """OpenRLHF's prompt: the dataset's input with the chat template applied."""
+    messages = [{"role": "user", "content": f"Summarize in one sentence: {ARTICLE}"}]
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+def openrlhf_query(tokenizer, prompt: str, response: str) -> str:
+    """As SingleTurnAgentExecutor builds it: prompt ids + response ids, decoded with special tokens kept."""
+    ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    ids += tokenizer(response, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    return tokenizer.decode(ids, skip_special_tokens=False)
+
+
+def load_like_openrlhf(path: pathlib.Path):
+    """OpenRLHF's way of loading a --remote_rm_url Python file."""
+    spec = importlib.util.spec_from_file_location("reward_func", str(path))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.reward_func
+
+
+@pytest.fixture(scope="module")
+def bridge(server_address):
+    """The HTTP bridge, as its README line starts it (on a free port); yields its URL."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "geval_client.openrlhf", "--server", server_address,
+         "--rubric", "summeval-coherence", "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    line = process.stdout.readline()
+    assert "serving OpenRLHF's reward protocol on " in line, line
+    yield line.split(" on ")[1].split()[0]
+    process.terminate()
+    process.wait(timeout=30)
+
+
+def post(url: str, payload: dict) -> tuple[int, dict]:
+    """OpenRLHF's request: aiohttp POST of the JSON payload."""
+    import aiohttp
+
+    async def send():
+        async with aiohttp.ClientSession() as session, session.post(url, json=payload) as response:
+            return response.status, await response.json()
+
+    return asyncio.run(send())
+
+
+# --- OpenRLHF, contract ------------------------------------------------------------------
+
+
+def test_openrlhf_reward_file_scores_one_sample_per_call(server_address, tokenizer, tmp_path, monkeypatch):
+    monkeypatch.setenv("GEVAL_REWARD_SERVER", server_address)
+    monkeypatch.setenv("GEVAL_REWARD_RUBRICS", "summeval-coherence,reference-match")
+    path = tmp_path / "geval_reward.py"
+    path.write_text(OPENRLHF_ENV_FILE)
+    reward_func = load_like_openrlhf(path)
+    prompt = openrlhf_prompt(tokenizer)
+    query = openrlhf_query(tokenizer, prompt, SUMMARY)
+    reply = asyncio.run(asyncio.to_thread(reward_func, [query], [prompt], [REFERENCE]))  # as the executor calls it
+    assert len(reply["rewards"]) == 1 and 0.0 < reply["rewards"][0] < 1.0
+    assert reply["scores"] == reply["rewards"]
+    assert 0.0 < reply["extra_logs"]["geval_label_mass"][0] <= 1.0
+    assert reply["extra_logs"]["geval_failed"] == [0.0]
+    empty = reward_func([openrlhf_query(tokenizer, prompt, "")], [prompt], [REFERENCE])
+    assert empty["rewards"] == [0.0] and empty["extra_logs"]["geval_failed"] == [1.0]  # on_error "min"
+
+
+def test_openrlhf_http_bridge_answers_openrlhfs_json(bridge, tokenizer):
+    prompt = openrlhf_prompt(tokenizer)
+    queries = [openrlhf_query(tokenizer, prompt, text) for text in (SUMMARY, "Library.", "")]
+    status, reply = post(bridge, {"query": queries, "prompts": [prompt] * 3, "labels": [REFERENCE] * 3})
+    assert status == 200
+    assert [0.0 < r < 1.0 for r in reply["rewards"]] == [True, True, False] and reply["rewards"][2] == 0.0
+    assert set(reply["extra_logs"]) == {"geval_label_mass", "geval_failed", "geval_score_claims_removed"}
+    # A label object sets what the judge reads; a rubric that needs a reference and has none is
+    # not the completion's fault: an error, never a made-up reward.
+    label = json.dumps({"prompt": ARTICLE, "rubrics": ["reference-match"]})
+    status, reply = post(bridge, {"query": queries[:1], "prompts": [prompt], "labels": [label]})
+    assert status == 422 and "reference" in reply["error"]
+    status, reply = post(bridge, {"query": queries[:1]})
+    assert status == 400 and "prompts" in reply["error"]
+
+
+# --- veRL, contract ----------------------------------------------------------------------
+
+
+def test_verl_forms_as_its_reward_managers_call_them(server_address):
+    from geval_client.verl import compute_score, compute_score_async, compute_score_batch
+
+    options = {"server": server_address, "rubrics": "summeval-coherence"}  # reward_kwargs
+    extra_info = {"prompt": [{"role": "user", "content": ARTICLE}], "index": 0, "num_turns": None}
+    # naive and remote managers: keywords, plus the router's when a reward model runs
+    sync = compute_score(data_source="summeval", solution_str=SUMMARY, ground_truth=REFERENCE, extra_info=extra_info,
+                         reward_router_address=None, reward_model_tokenizer=None, **options)
+    assert set(sync) == {"score", "label_mass", "failed", "score_claims_removed"} and 0.0 < sync["score"] < 1.0
+    coroutine = asyncio.run(compute_score_async(data_source="summeval", solution_str=SUMMARY,
+                                                ground_truth=REFERENCE, extra_info=extra_info, **options))
+    assert coroutine["score"] == pytest.approx(sync["score"], abs=1e-3)
+    # prime manager: positional
+    assert compute_score("summeval", SUMMARY, REFERENCE, extra_info, **options)["score"] == pytest.approx(
+        sync["score"], abs=1e-3)
+    # batch manager
+    batch = compute_score_batch(data_sources=["summeval"] * 2, solution_strs=[SUMMARY, ""],
+                                ground_truths=[REFERENCE, REFERENCE], extra_infos=[extra_info] * 2, **options)
+    assert batch[0]["score"] == pytest.approx(sync["score"], abs=1e-3)
+    assert batch[1] == {"score": 0.0, "label_mass": 0.0, "failed": 1.0, "score_claims_removed": 0.0}
+
+
+# --- the frameworks' own calling code ------------------------------------------------------
+
+
+class ScriptedPolicy:
+    """Stands in for OpenRLHF's vLLM engine: the response is fixed, token ids and all."""
+
+    def __init__(self, tokenizer, text: str) -> None:
+        self.ids = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        self.text = text
+
+    async def generate(self, prompt_token_ids, sampling_params, multi_modal_data=None):
+        output = SimpleNamespace(token_ids=self.ids, text=self.text, finish_reason="stop", logprobs=None)
+        return SimpleNamespace(outputs=[output])
+
+
+def test_openrlhf_single_turn_executor_with_the_file_and_the_bridge(
+    server_address, bridge, tokenizer, tmp_path
+):
+    agent = pytest.importorskip("openrlhf.utils.agent")
+    path = tmp_path / "geval_reward.py"
+    path.write_text(OPENRLHF_FILE.format(server=server_address))
+    prompt, sampling = openrlhf_prompt(tokenizer), SimpleNamespace(max_tokens=64, logprobs=None)
+    rewards = []
+    for remote_rm_url in (str(path), bridge):
+        executor = agent.SingleTurnAgentExecutor(remote_rm_url)
+        policy = ScriptedPolicy(tokenizer, SUMMARY)
+        output = asyncio.run(executor.execute(prompt, REFERENCE, sampling, 2048, tokenizer, policy))
+        assert output["extra_logs"]["geval_failed"] == [0.0], output
+        rewards.append(output["reward"][0])
+    assert 0.0 < rewards[0] < 1.0 and rewards[1] == pytest.approx(rewards[0], abs=1e-3)
+
+
+def verl_data(tokenizer, summaries, ground_truth, extra_info):
+    """A veRL DataProto as the rollout hands it to a reward manager."""
+    import torch
+    from verl import DataProto
+
+    prompt = tokenizer(f"Summarize: {ARTICLE}", add_special_tokens=False)["input_ids"]
+    responses = [tokenizer(s, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for s in summaries]
+    width = max(map(len, responses))
+    pad = tokenizer.pad_token_id
+    n = len(summaries)
+    return DataProto.from_dict(
+        tensors={
+            "prompts": torch.tensor([prompt] * n),
+            "responses": torch.tensor([r + [pad] * (width - len(r)) for r in responses]),
+            "attention_mask": torch.tensor([[1] * (len(prompt) + len(r)) + [0] * (width - len(r)) for r in responses]),
+        },
+        non_tensors={
+            "data_source": np.array(["summeval"] * n, dtype=object),
+            "reward_model": np.array([{"ground_truth": ground_truth} for _ in range(n)], dtype=object),
+            "extra_info": np.array([dict(extra_info) for _ in range(n)], dtype=object),
+        },
+    )
+
+
+def test_verl_reward_managers_load_and_call_the_adapter(server_address, tokenizer, tmp_path):
+    pytest.importorskip("verl")
+    from omegaconf import OmegaConf
+    from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
+    from verl.trainer.ppo.reward import get_custom_reward_fn
+    from verl.workers.reward_manager.batch import BatchRewardManager
+
+    path = tmp_path / "geval_reward.py"
+    path.write_text(VERL_FILE)
+
+    def loaded(name):
+        kwargs = {"server": server_address, "rubrics": "summeval-coherence"}
+        config = {"reward": {"custom_reward_function": {"path": str(path), "name": name, "reward_kwargs": kwargs}}}
+        return get_custom_reward_fn(OmegaConf.create(config))
+
+    extra_info = {"prompt": [{"role": "user", "content": ARTICLE}], "index": 0}
+    data = verl_data(tokenizer, [SUMMARY, "Library."], REFERENCE, extra_info)
+    batch = BatchRewardManager(tokenizer, num_examine=0, compute_score=loaded("compute_score_batch"))(
+        data, return_dict=True)
+    scores = batch["reward_tensor"].sum(dim=-1).tolist()  # each score sits on its response's last token
+    assert all(0.0 < s < 1.0 for s in scores) and batch["reward_extra_info"]["failed"] == [0.0, 0.0]
+
+    for name in ("compute_score", "compute_score_async"):
+        manager = NaiveRewardManager(None, tokenizer, compute_score=loaded(name))
+        result = manager.loop.run_until_complete(manager.run_single(data[0:1]))
+        assert result["reward_score"] == pytest.approx(scores[0], abs=1e-3)
+        assert set(result["reward_extra_info"]) == {"score", "label_mass", "failed", "score_claims_removed"}

@@ -85,14 +85,20 @@ class GEvalScorer:
         return [by_request[i] for i in range(len(requests))]
 
     async def _score_one(self, ids: list[int], options: ScoreOptions) -> Score:
-        rubric, slot = self.prepared.rubric, self.prepared.slot
+        rubric = self.prepared.rubric
         if options.mode is Mode.LOGPROBS:
-            logprobs = await self._engine.token_logprobs(ids, slot.all_label_token_ids)
-            probs = label_probs_from_logprobs(logprobs, slot.label_tokens)
+            probs = await self._label_probs(ids)
             return Score(estimate(probs, rubric.scale, self._low_confidence_below), options.mode)
         sampling = options.sampling
         samples = await self._engine.sample(ids, sampling.n, sampling.temperature, SAMPLED_TOKENS)
         return Score(estimate_from_samples(samples, rubric.scale, self._low_confidence_below), options.mode)
+
+    async def _label_probs(self, ids: list[int]) -> dict[str, float]:
+        """Each label's probability (not renormalized) when the judge's next tokens follow
+        `ids`, which end at the score slot."""
+        slot = self.prepared.slot
+        logprobs = await self._engine.token_logprobs(ids, slot.all_label_token_ids)
+        return label_probs_from_logprobs(logprobs, slot.label_tokens)
 
     def info(self) -> ScorerInfo:
         rubric = self.prepared.rubric

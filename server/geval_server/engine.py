@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 # On CPU `gpu_memory_utilization` reserves a share of *host* memory up front (0.3 of
 # this machine was 5.3 GiB, and a second server then failed to start), so the KV
 # cache gets a fixed size instead: 2 GiB holds about 45k tokens of the embedded judge.
+ENGINE_DEFAULTS = {"enable_prefix_caching": True}  # GRPO groups share their prompt: see bench_grpo.py
 CPU_DEFAULTS = {"dtype": "float32", "enforce_eager": True, "block_size": 32}
 CPU_KV_CACHE_BYTES = 2 * 1024**3
 # vLLM's CPU backend keeps a core for its scheduler process unless told otherwise, so
@@ -42,8 +43,9 @@ def on_cpu() -> bool:
 
 class JudgeEngine:
     def __init__(self, model: str, engine_args: dict[str, Any]) -> None:
+        """engine_args: the `AsyncEngineArgs` fields the user set; ours fill the rest."""
         self.model = model
-        self.settings: dict[str, Any] = {"enable_prefix_caching": True}
+        self.settings: dict[str, Any] = dict(ENGINE_DEFAULTS)
         if on_cpu():
             self.settings.update(CPU_DEFAULTS)
             if "gpu_memory_utilization" not in engine_args:

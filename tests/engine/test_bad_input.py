@@ -25,7 +25,7 @@ MARKER = "MARKERMARKER"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     log_path = tmp_path_factory.mktemp("bad-input") / "server.log"
-    process, address = start_server(log_path, "--api-key", KEY, "--no-semscore")
+    process, address = start_server(log_path, "--api-key", KEY, "--no-semscore", "--kv-cache-memory-bytes", "1G")
     try:
         yield address, log_path
     finally:

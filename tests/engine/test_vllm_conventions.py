@@ -47,7 +47,7 @@ def probe_until(port: int, stop: threading.Event, seen: list[str]) -> None:
 def server(tmp_path_factory):
     port, metrics_port = free_port(), free_port()
     vllm_line = [
-        EMBEDDED_MODEL, "--max-model-len", "4096", "--block_size", "16", "--max-num-seqs", "8",
+        EMBEDDED_MODEL, "--max-model-len", "4096", "--block_size", "64", "--max-num-seqs", "8",
         "--enable-prefix-caching", "--kv-cache-memory-bytes", "1G", "--seed", "0",
     ]
     stop, seen = threading.Event(), []
@@ -88,7 +88,7 @@ def sample(text: str, name: str) -> float:
 def test_the_engine_runs_with_the_flags_given_over_our_defaults(server):
     with RewardClient(server[0], token=KEY) as client:
         settings = dict(client.info().engine_settings)
-    assert (settings["max_model_len"], settings["block_size"], settings["max_num_seqs"]) == ("4096", "16", "8")
+    assert (settings["max_model_len"], settings["block_size"], settings["max_num_seqs"]) == ("4096", "64", "8")
     assert settings["kv_cache_memory_bytes"] == str(2**30) and settings["enable_prefix_caching"] == "True"
     if on_cpu():  # not given: ours, not vLLM's
         assert (settings["dtype"], settings["enforce_eager"]) == ("float32", "True")

@@ -16,6 +16,8 @@ from .metrics import ENGINE_CANCELLED
 
 log = logging.getLogger(__name__)
 
+ENGINE_DEFAULTS = {"enable_prefix_caching": True}  # GRPO groups share their prompt: see bench_grpo.py
+
 # Settings that make the CPU backend usable: float32 (bfloat16 ran 4x slower) and
 # eager mode (torch.compile warm-up took minutes). KV blocks of 32 tokens instead of
 # vLLM's CPU default of 128: prefix-cache hits come in whole blocks, so every
@@ -24,7 +26,6 @@ log = logging.getLogger(__name__)
 # On CPU `gpu_memory_utilization` reserves a share of *host* memory up front (0.3 of
 # this machine was 5.3 GiB, and a second server then failed to start), so the KV
 # cache gets a fixed size instead: 2 GiB holds about 45k tokens of the embedded judge.
-ENGINE_DEFAULTS = {"enable_prefix_caching": True}  # GRPO groups share their prompt: see bench_grpo.py
 CPU_DEFAULTS = {"dtype": "float32", "enforce_eager": True, "block_size": 32}
 CPU_KV_CACHE_BYTES = 2 * 1024**3
 # vLLM's CPU backend keeps a core for its scheduler process unless told otherwise, so

@@ -2,7 +2,7 @@
 
 One Score call of 8 prompts x 8 completions: the 8 longest SummEval articles,
 each with 8 distinct summaries. Measured through `geval-reward serve` with
-prefix caching on, then restarted with --no-prefix-caching, on the same items.
+prefix caching on, then restarted with --no-enable-prefix-caching, on the same items.
 A second batch has duplicate completions in each group (4 distinct summaries,
 each twice): the server scores identical items once, so it costs about as much
 as its 32 distinct items.
@@ -40,10 +40,10 @@ def batches(docs: list[h.Doc]) -> tuple[list[dict], list[dict], list[dict]]:
 async def measure(
     port: int, caching: bool, named: dict[str, list[dict]], warm: list[dict], block_size: int | None = None
 ) -> dict[str, h.Timed]:
-    args = [] if caching else ["--no-prefix-caching"]
+    args = [] if caching else ["--no-enable-prefix-caching"]
     label = f"caching {'on' if caching else 'off'}"
     if block_size is not None:
-        args += ["--engine-arg", f"block_size={block_size}"]
+        args += ["--block-size", str(block_size)]
         label += f", block {block_size}"
     measured = {}
     log_name = f"bench_grpo-{label.replace(', ', '-').replace(' ', '-')}"
@@ -97,7 +97,7 @@ def main() -> None:
          "articles": "the 16 longest SummEval articles (8 per batch)"},
         notes=[
             "Each batch is one Score call on a server whose rubric prefix is warm; caching off is a "
-            "restart with --no-prefix-caching scoring the same items.",
+            "restart with --no-enable-prefix-caching scoring the same items.",
             f"Duplicates, caching off: the 64-item batch with each completion twice took "
             f"{off[TWICE].seconds:.1f} s ({off[TWICE].cpu_seconds:.1f} CPU s), its {len(once)} distinct items "
             f"sent once {off[ONCE].seconds:.1f} s ({off[ONCE].cpu_seconds:.1f} CPU s): identical items are "

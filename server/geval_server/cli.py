@@ -4,122 +4,143 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
+import os
 import pathlib
 import sys
 from typing import Any
 
 from geval_audit import cli as audit_cli
-from geval_client.transport import read_token
+from geval_client.transport import TOKEN_ENV, read_token
 
 from .config import ServeConfig
 from .embedded_model import EMBEDDED_MODEL
+from .engine_flags import add_engine_flags, given_engine_flags
 from .validation import Limits
 
-
-def _engine_arg(text: str) -> tuple[str, Any]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    try:
-        return key.replace("-", "_"), json.loads(value)
-    except json.JSONDecodeError:
-        return key.replace("-", "_"), value
+SERVE_EPILOG = (
+    "Flags are listed by group: --help=all shows every flag, --help=<group> one group "
+    "(for example --help=access, --help=CacheConfig), --help=<word> the flags matching it. "
+    "The engine groups are vLLM's own flags, as `vllm serve` takes them."
+)
 
 
-def _add_serve(commands) -> None:
-    serve = commands.add_parser("serve", help="serve rewards over gRPC")
-    serve.add_argument("--model", default=EMBEDDED_MODEL,
-                       help=f"judge: a local checkpoint path or hub id (default: {EMBEDDED_MODEL}, offline)")
-    serve.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
-    serve.add_argument("--port", type=int, default=50051, help="0 picks a free port")
-    serve.add_argument("--rubrics", type=pathlib.Path, action="append", default=[],
-                       help="a rubric TOML file or a directory of them, added to the presets (repeatable)")
-    serve.add_argument("--default-rubric", default=ServeConfig.default_rubric)
-    serve.add_argument("--low-confidence-below", type=float, default=ServeConfig.low_confidence_below,
-                       help="flag a score whose label mass is under this (default %(default)s)")
-    serve.add_argument("--demo", action="store_true", help="score a few example pairs once ready")
-    serve.add_argument("--no-semscore", dest="semscore", action="store_false",
-                       help="do not serve SemScore (rubric 'semscore'), saving its embedding model's memory")
-    serve.add_argument("--keep-score-claims", dest="remove_score_claims", action="store_false",
-                       help="judge completions as written: do not blank score claims such as 'Coherence: 5' "
-                            "(on by default: small judges copy them)")
-    access = serve.add_argument_group("access")
+def _serve_parser():
+    """The `serve` flags: ours, then vLLM's engine flags. vLLM's parser class, so that
+    vLLM's spellings (`--max_model_len`, `--compilation-config.mode 3`, `-O3`) carry over."""
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    serve = FlexibleArgumentParser(prog="geval-reward serve", description="Serve rewards over gRPC.",
+                                   epilog=SERVE_EPILOG)
+    serve.add_argument("model_tag", nargs="?", metavar="MODEL",
+                       help=f"the judge: a local checkpoint path or hub id, as in `vllm serve MODEL` "
+                            f"(or --model); default: the embedded {EMBEDDED_MODEL}, offline")
+    server = serve.add_argument_group("server", "Where and what geval-reward serves.")
+    server.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
+    server.add_argument("--port", type=int, default=50051, help="0 picks a free port")
+    server.add_argument("--rubrics", type=pathlib.Path, action="append", default=[],
+                        help="a rubric TOML file or a directory of them, added to the presets (repeatable)")
+    server.add_argument("--default-rubric", default=ServeConfig.default_rubric)
+    server.add_argument("--low-confidence-below", type=float, default=ServeConfig.low_confidence_below,
+                        help="flag a score whose label mass is under this")
+    server.add_argument("--demo", action="store_true", help="score a few example pairs once ready")
+    server.add_argument("--no-semscore", dest="semscore", action="store_false",
+                        help="do not serve SemScore (rubric 'semscore'), saving its embedding model's memory")
+    server.add_argument("--keep-score-claims", dest="remove_score_claims", action="store_false",
+                        help="judge completions as written: do not blank score claims such as 'Coherence: 5' "
+                             "(on by default: small judges copy them)")
+    access = serve.add_argument_group("access", "Bearer tokens and TLS.")
+    access.add_argument("--api-key", nargs="+", metavar="KEY",
+                        help="require `authorization: Bearer <key>` with one of these keys on every call but "
+                             "health checks, as `vllm serve --api-key` (or set VLLM_API_KEY); the command line "
+                             "is visible in `ps`, so prefer --auth-token-file or an environment variable")
     access.add_argument("--auth-token-file", type=pathlib.Path,
-                        help="require `authorization: Bearer <token>` on every call but health checks; "
-                             "the token is this file's content (or set GEVAL_REWARD_AUTH_TOKEN)")
+                        help=f"the same, the key being this file's content (or set {TOKEN_ENV})")
     access.add_argument("--tls-cert", type=pathlib.Path, help="PEM certificate chain; serve TLS")
     access.add_argument("--tls-key", type=pathlib.Path, help="PEM private key for --tls-cert")
-    limits = serve.add_argument_group("limits and operations")
+    limits = serve.add_argument_group("limits", "Request limits and operations.")
     limits.add_argument("--max-items-per-request", type=int, default=Limits.max_items)
     limits.add_argument("--max-field-chars", type=int, default=Limits.max_field_chars,
                         help="characters per prompt, completion, reference or rubric field")
     limits.add_argument("--max-inline-rubrics", type=int, default=Limits.max_inline_rubrics,
-                        help="distinct rubrics sent with one request, and prepared rubrics the server keeps "
-                             "(default %(default)s)")
+                        help="distinct rubrics sent with one request, and prepared rubrics the server keeps")
     limits.add_argument("--max-pending-items", type=int, default=ServeConfig.max_pending_items,
                         help="items accepted and not yet answered; beyond it calls get RESOURCE_EXHAUSTED")
     limits.add_argument("--max-message-mb", type=int, default=ServeConfig.max_message_bytes // 2**20,
-                        help="largest gRPC message, either way (default %(default)s)")
+                        help="largest gRPC message, either way")
     limits.add_argument("--shutdown-grace-s", type=float, default=ServeConfig.shutdown_grace_s,
                         help="on SIGTERM, how long in-flight calls may take to finish")
-    limits.add_argument("--metrics-port", type=int, help="serve Prometheus metrics over HTTP on this port")
-    engine = serve.add_argument_group("engine (passed to vLLM)")
-    engine.add_argument("--max-model-len", type=int)
-    engine.add_argument("--tensor-parallel-size", type=int)
-    engine.add_argument("--data-parallel-size", type=int)
-    engine.add_argument("--gpu-memory-utilization", type=float,
-                        help="share of accelerator memory to use (on CPU: of host memory, reserved up front; "
-                             "the CPU default is instead a fixed 2 GiB KV cache, "
-                             "see --engine-arg kv_cache_memory_bytes=N)")
-    engine.add_argument("--dtype")
-    engine.add_argument("--no-prefix-caching", dest="enable_prefix_caching", action="store_false", default=None)
-    engine.add_argument("--engine-arg", type=_engine_arg, action="append", default=[], metavar="KEY=VALUE",
-                        help="any other vLLM engine argument, value parsed as JSON when it can be (repeatable)")
+    limits.add_argument("--metrics-port", type=int,
+                        help="serve Prometheus metrics (ours and vLLM's) over HTTP on this port")
+    return serve, add_engine_flags(serve)
 
 
-def _engine_args(args: argparse.Namespace) -> dict[str, Any]:
-    named = ("max_model_len", "tensor_parallel_size", "data_parallel_size",
-             "gpu_memory_utilization", "dtype", "enable_prefix_caching")
-    engine = {key: getattr(args, key) for key in named if getattr(args, key) is not None}
-    engine.update(dict(args.engine_arg))
-    return engine
+def _model(args: argparse.Namespace, engine_args: dict[str, Any], parser: argparse.ArgumentParser) -> str:
+    """The judge: positional as in `vllm serve MODEL`, or vLLM's --model; the embedded one by default."""
+    flag = engine_args.pop("model", None)
+    if args.model_tag and flag and args.model_tag != flag:
+        parser.error(f"two models: {args.model_tag!r} (positional) and --model {flag!r}; give one")
+    return args.model_tag or flag or EMBEDDED_MODEL
 
 
-def _auth_token(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str | None:
-    try:
-        return read_token(args.auth_token_file)
-    except ValueError as error:
-        parser.error(f"--auth-token-file: {error}")
+def _auth_tokens(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[str, ...]:
+    """The accepted bearer tokens, from whichever source is set; two sources that
+    disagree are an error naming both, never a silent precedence."""
+    sources: dict[str, tuple[str, ...]] = {}
+    if args.api_key:
+        sources["--api-key"] = tuple(args.api_key)
+    if os.environ.get("VLLM_API_KEY"):
+        sources["VLLM_API_KEY"] = (os.environ["VLLM_API_KEY"],)
+    if args.auth_token_file is not None:
+        try:
+            sources["--auth-token-file"] = (read_token(args.auth_token_file),)
+        except (OSError, ValueError) as error:
+            parser.error(f"--auth-token-file: {error}")
+    if os.environ.get(TOKEN_ENV):
+        sources[TOKEN_ENV] = (os.environ[TOKEN_ENV],)
+    (first, tokens), *others = list(sources.items()) or [("", ())]
+    for other, other_tokens in others:
+        if other_tokens != tokens:
+            parser.error(f"{first} and {other} give different tokens; set one of them")
+    if any(not token.strip() for token in tokens):
+        parser.error(f"{first}: an empty token")
+    return tokens
+
+
+def _serve(argv: list[str]) -> int:
+    from .server import serve
+
+    parser, engine_flags = _serve_parser()
+    args = parser.parse_args(argv)
+    engine_args = given_engine_flags(parser, engine_flags, argv)
+    if (args.tls_cert is None) != (args.tls_key is None):
+        parser.error("--tls-cert and --tls-key go together")
+    config = ServeConfig(
+        model=_model(args, engine_args, parser), host=args.host, port=args.port, rubric_paths=args.rubrics,
+        default_rubric=args.default_rubric, low_confidence_below=args.low_confidence_below,
+        engine_args=engine_args, demo=args.demo, auth_tokens=_auth_tokens(args, parser),
+        tls_cert=args.tls_cert, tls_key=args.tls_key, metrics_port=args.metrics_port,
+        limits=Limits(max_items=args.max_items_per_request, max_field_chars=args.max_field_chars,
+                      max_inline_rubrics=args.max_inline_rubrics),
+        max_pending_items=args.max_pending_items, max_message_bytes=args.max_message_mb * 1024 * 1024,
+        shutdown_grace_s=args.shutdown_grace_s, semscore=args.semscore,
+        remove_score_claims=args.remove_score_claims,
+    )
+    return asyncio.run(serve(config))
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # `serve` parses alone: its vLLM flags import vLLM (seconds), which `audit` never needs.
+    if argv[:1] == ["serve"]:
+        sys.exit(_serve(argv[1:]))
     parser = argparse.ArgumentParser(prog="geval-reward", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
-    _add_serve(commands)
+    commands.add_parser("serve", help="serve rewards over gRPC (flags: geval-reward serve --help)")
     audit_cli.add_parser(commands)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.command == "serve":
-        from .server import serve
-
-        if (args.tls_cert is None) != (args.tls_key is None):
-            parser.error("--tls-cert and --tls-key go together")
-        config = ServeConfig(
-            model=args.model, host=args.host, port=args.port, rubric_paths=args.rubrics,
-            default_rubric=args.default_rubric, low_confidence_below=args.low_confidence_below,
-            engine_args=_engine_args(args), demo=args.demo, auth_token=_auth_token(args, parser),
-            tls_cert=args.tls_cert, tls_key=args.tls_key, metrics_port=args.metrics_port,
-            limits=Limits(max_items=args.max_items_per_request, max_field_chars=args.max_field_chars,
-                          max_inline_rubrics=args.max_inline_rubrics),
-            max_pending_items=args.max_pending_items, max_message_bytes=args.max_message_mb * 1024 * 1024,
-            shutdown_grace_s=args.shutdown_grace_s, semscore=args.semscore,
-            remove_score_claims=args.remove_score_claims,
-        )
-        sys.exit(asyncio.run(serve(config)))
-    elif args.command == "audit":
-        raise SystemExit(audit_cli.main(args))
+    raise SystemExit(audit_cli.main(args))
 
 
 if __name__ == "__main__":

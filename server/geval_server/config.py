@@ -23,7 +23,7 @@ class ServeConfig:
     low_confidence_below: float = 0.5
     engine_args: dict[str, Any] = field(default_factory=dict)
     demo: bool = False
-    auth_token: str | None = None
+    auth_tokens: tuple[str, ...] = ()  # any of them is accepted; none: no auth
     tls_cert: pathlib.Path | None = None
     tls_key: pathlib.Path | None = None
     metrics_port: int | None = None

@@ -16,6 +16,8 @@ from .metrics import ENGINE_CANCELLED
 
 log = logging.getLogger(__name__)
 
+ENGINE_DEFAULTS = {"enable_prefix_caching": True}  # GRPO groups share their prompt: see bench_grpo.py
+
 # Settings that make the CPU backend usable: float32 (bfloat16 ran 4x slower) and
 # eager mode (torch.compile warm-up took minutes). KV blocks of 32 tokens instead of
 # vLLM's CPU default of 128: prefix-cache hits come in whole blocks, so every
@@ -42,8 +44,9 @@ def on_cpu() -> bool:
 
 class JudgeEngine:
     def __init__(self, model: str, engine_args: dict[str, Any]) -> None:
+        """engine_args: the `AsyncEngineArgs` fields the user set; ours fill the rest."""
         self.model = model
-        self.settings: dict[str, Any] = {"enable_prefix_caching": True}
+        self.settings: dict[str, Any] = dict(ENGINE_DEFAULTS)
         if on_cpu():
             self.settings.update(CPU_DEFAULTS)
             if "gpu_memory_utilization" not in engine_args:

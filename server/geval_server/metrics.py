@@ -1,6 +1,8 @@
-"""Prometheus metrics, served on their own HTTP port (`--metrics-port`).
+"""Prometheus metrics, served on their own HTTP port (`--metrics-port`): ours, and the
+vLLM engine's own (`vllm:*`: KV-cache use, prefix-cache hits, queue depth, latencies).
 
-A registry of our own, so the names an operator sees are exactly these.
+A registry of our own, so the names an operator sees are exactly these and vLLM's,
+without the process-wide collectors of prometheus_client's default registry.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ REGISTRY = CollectorRegistry()
 CALLS = Counter("geval_calls", "RPCs answered, by method and status code", ["method", "code"], registry=REGISTRY)
 ITEMS = Counter("geval_items", "Items scored, by outcome (OK or the item's error code)", ["outcome"], registry=REGISTRY)
 CALL_SECONDS = Histogram(
-    "geval_call_seconds", "Score call latency", ["method"], registry=REGISTRY,
+    "geval_call_seconds", "Call latency, by method", ["method"], registry=REGISTRY,
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
 )
 LABEL_MASS = Histogram(
@@ -38,6 +40,18 @@ SCORE_CLAIMS_REMOVED = Counter(
 )
 
 
+class _VllmMetrics:
+    """vLLM's metrics, read at each scrape from the registry its stat loggers write to."""
+
+    def collect(self):
+        from vllm.v1.metrics.prometheus import get_prometheus_registry
+
+        for family in get_prometheus_registry().collect():
+            if family.name.startswith("vllm:"):
+                yield family
+
+
 def serve_metrics(port: int, host: str, engine_in_flight: Callable[[], int]) -> None:
     ENGINE_REQUESTS.set_function(engine_in_flight)
+    REGISTRY.register(_VllmMetrics())
     start_http_server(port, addr=host, registry=REGISTRY)

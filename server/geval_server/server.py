@@ -13,6 +13,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from .auth import TokenAuthInterceptor
+from .calls import CallInterceptor
 from .config import ServeConfig
 from .embedded_model import resolve_model
 from .engine import JudgeEngine
@@ -93,7 +94,8 @@ def build_server(judge: Judge, config: ServeConfig) -> tuple[grpc.aio.Server, he
         ("grpc.max_send_message_length", config.max_message_bytes),
         ("grpc.max_receive_message_length", config.max_message_bytes),
     ]
-    interceptors = [TokenAuthInterceptor(config.auth_token)] if config.auth_token else []
+    # The call log first: it is outermost, so it sees (and logs) the calls auth refuses.
+    interceptors = [CallInterceptor()] + ([TokenAuthInterceptor(config.auth_tokens)] if config.auth_tokens else [])
     server = grpc.aio.server(options=message_limits, interceptors=interceptors)
     settings = {key: str(value) for key, value in judge.engine.settings.items()}
     settings.update(judge.engine.environment)
@@ -137,7 +139,7 @@ async def serve(config: ServeConfig) -> int:
     log.info(
         "serving judge %s on %s:%d (%s, %s); rubrics: %s (default %s)",
         config.model, config.host, port, "TLS" if config.tls_cert else "plaintext",
-        "token required" if config.auth_token else "no auth", ", ".join(sorted(judge.scorers)),
+        "token required" if config.auth_tokens else "no auth", ", ".join(sorted(judge.scorers)),
         config.default_rubric,
     )
     print(f"geval-reward: ready on {config.host}:{port}", flush=True)

@@ -62,8 +62,6 @@ class RewardService(reward_pb2_grpc.RewardServiceServicer):
             log.exception("Score call %s failed", call["call_id"])
         finally:
             seconds = time.perf_counter() - started
-            metrics.CALLS.labels("Score", code.name).inc()
-            metrics.CALL_SECONDS.labels("Score").observe(seconds)
             log.info(json.dumps({"event": "score", **call, "code": code.name, "seconds": round(seconds, 4)}))
         # grpc-retry-pushback-ms: the standard hint for when a retry may succeed
         pushback = (("grpc-retry-pushback-ms", str(RETRY_PUSHBACK_MS)),)

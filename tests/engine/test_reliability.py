@@ -34,7 +34,7 @@ pytestmark = pytest.mark.engine  # starts servers of its own
 TOKEN = "test-token-5f1c"
 ARTICLE = " ".join(["The council met on Tuesday and voted to build a library on the depot site."] * 40)
 LIMITS = [
-    "--engine-arg", "kv_cache_memory_bytes=1073741824", "--max-items-per-request", "8", "--max-field-chars", "5000",
+    "--kv-cache-memory-bytes", "1073741824", "--max-items-per-request", "8", "--max-field-chars", "5000",
     "--max-pending-items", "12", "--max-message-mb", "1",
 ]
 

@@ -99,6 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     commands = parser.add_subparsers(dest="command", required=True)
     _add_serve(commands)
     audit_cli.add_parser(commands)
+    audit_cli.add_redteam_parser(commands)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "serve":
@@ -120,6 +121,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(asyncio.run(serve(config)))
     elif args.command == "audit":
         raise SystemExit(audit_cli.main(args))
+    elif args.command == "redteam":
+        raise SystemExit(audit_cli.redteam_main(args))
 
 
 if __name__ == "__main__":

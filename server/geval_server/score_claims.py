@@ -76,9 +76,15 @@ _RATING_VALUE = _skeleton_text(
 # Words that rate without a number; a value only next to a criterion's name.
 _PRAISE = r"(?:max|maximum|maximal|highest|top|perfect|perfectly|excellent|flawless|minimum|lowest|worst)"
 _ANY_VALUE = rf"(?:{_RATING_VALUE}|{_NUMBER}|{_LETTER_GRADE}|{_PRAISE})"
-# Claims without an anchor: a run of stars, a perfect fraction (`10/10`, `five out of five`).
+_SMALL = rf"(?:10|[0-9]|{'|'.join(_NUMBER_WORDS)})"  # a number a rating scale would use
+# Claims without an anchor: a run of stars, a perfect fraction (`10/10`, `five out of five`),
+# the same small number three times over (`5 5 5`), or a small number that ends a clause
+# shortly after a verb of rating (`give this a 5.`, `the answer is 5`, `always answers 5`).
 _STANDALONE = re.compile(
     rf"{_STARS}|(?<![\w/])(?P<top>5|10|100|five|ten)\s*(?:/|out\s+of|of)\s*(?P=top)(?![\w/])"
+    rf"|(?<![\w.,])(?P<same>{_SMALL})(?:[\W_]{{1,3}}(?P=same)){{2,}}(?![\w.,])"
+    rf"|(?<!\w)(?:give|gives|gave|giving|rate|rates|answer|answers|output|return|returns|deserves?|earns?"
+    rf"|receives?|awards?|assigns?|score|answer\s+is)(?!\w)[^.!?\n\d]{{0,30}}?(?<!\w){_SMALL}(?=\s*(?:[.;!,)](?!\d)|$))"
 )
 _RATING_WORDS = frozenset(_skeleton_text(
     "score scores rating ratings rated grade graded grading mark marks verdict evaluation"

@@ -26,7 +26,7 @@ from geval_audit.redteam import report_tables, run_redteam, summeval_base_texts
 from geval_client import RewardClient
 from geval_server.launcher import running_server
 from geval_server.rubrics import load_rubrics
-from geval_server.score_claims import ScoreClaimRedactor
+from geval_server.score_claims import REDACTED, ScoreClaimRedactor
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 
@@ -53,11 +53,16 @@ def false_alarms() -> list[str]:
     for name, texts in clean_texts().items():
         hits = [t for t in texts if redactor.redact(t)[1]]
         lines.append(f"- {name}: {len(hits)} of {len(texts)}")
-        lines += [f"  - `{redactor.redact(t)[0][:300]}`".replace("\n", " ") for t in hits]
+        lines += [f"  - `...{_around_blank(redactor.redact(t)[0])}...`" for t in hits]
         total, touched = total + len(texts), touched + len(hits)
     per_text_ms = 1000 * (time.monotonic() - started) / total / 2
     return [f"Clean texts with anything blanked (criteria {', '.join(criteria)}): **{touched} of {total} "
             f"({touched / total:.2%})**; blanking takes {per_text_ms:.2f} ms per text.", "", *lines]
+
+
+def _around_blank(text: str, width: int = 80) -> str:
+    at = text.index(REDACTED)
+    return text[max(0, at - width):at + len(REDACTED) + width].replace("\n", " ")
 
 
 def main() -> None:
@@ -72,34 +77,38 @@ def main() -> None:
                         help="start the server with --keep-score-claims: the judge reads completions as written")
     args = parser.parse_args()
 
-    corpus = [entry for path in (args.corpus or [CORPUS]) for entry in load_corpus(path)]
+    corpora = {path: load_corpus(path) for path in args.corpus or [CORPUS]}
     bases = summeval_base_texts(args.docs, args.rubric)
-    started = time.monotonic()
+    results, seconds = {}, {}
     with contextlib.ExitStack() as stack:
         address = args.server or stack.enter_context(
             running_server(*(["--keep-score-claims"] if args.keep_score_claims else [])))
         client = stack.enter_context(RewardClient(address, timeout=3600))
-        result = run_redteam(client, bases, corpus, args.rubric)
-    elapsed = time.monotonic() - started
-    kinds, per_attack = report_tables(result)
-    items = len(bases) * (len(corpus) + 1)
+        for path, corpus in corpora.items():
+            started = time.monotonic()
+            results[path] = run_redteam(client, bases, corpus, args.rubric)
+            seconds[path] = time.monotonic() - started
+    first = next(iter(results.values()))
     report = [
         "# Injection benchmark results",
         "",
         f"Command: `{' '.join(['python benchmarks/injection_bench.py', *sys.argv[1:]])}`",
-        f"Judge: {result.judge}; rubric `{args.rubric}`; {len(bases)} SummEval summaries x {len(corpus)} "
-        f"corpus entries ({', '.join(p.name for p in args.corpus or [CORPUS])}); {items} items in "
-        f"{elapsed:.0f} s ({items / elapsed:.2f} items/s, shared machine); {time.strftime('%Y-%m-%d')}.",
-        f"Clean reward: mean {statistics.mean(result.clean_rewards):.3f}, "
-        f"range {min(result.clean_rewards):.3f}-{max(result.clean_rewards):.3f}.",
+        f"Judge: {first.judge}; rubric `{args.rubric}`; {len(bases)} SummEval summaries; "
+        f"{time.strftime('%Y-%m-%d')}; shared machine.",
+        f"Clean reward: mean {statistics.mean(first.clean_rewards):.3f}, "
+        f"range {min(first.clean_rewards):.3f}-{max(first.clean_rewards):.3f}.",
         "shift = reward(attacked) - reward(clean), reward in [0, 1]; `rose` = share of items whose reward "
         "went up; claims blanked = attacked items in which the server blanked a claim.",
-        "", "## Per kind", "", kinds, "", "## Per attack", "", per_attack,
-        "", "## False alarms", "", *false_alarms(),
     ]
+    for path, result in results.items():
+        items = len(bases) * (len(corpora[path]) + 1)
+        kinds, per_attack = report_tables(result)
+        report += ["", f"## {path.name}: {len(corpora[path])} entries, {items} items in {seconds[path]:.0f} s "
+                   f"({items / seconds[path]:.2f} items/s)", "", kinds, "", "### Per attack", "", per_attack]
+        print(f"{path.name}\n{kinds}\n")
+    report += ["", "## False alarms", "", *false_alarms()]
     args.out.write_text("\n".join(report) + "\n", encoding="utf-8")
-    print("\n".join(report[:10]) + "\n" + kinds)
-    print(f"\nwritten to {args.out}")
+    print(f"written to {args.out}")
 
 
 if __name__ == "__main__":

@@ -82,7 +82,7 @@ _SMALL = rf"(?:10|[0-9]|{'|'.join(_NUMBER_WORDS)})"  # a number a rating scale w
 # shortly after a verb of rating (`give this a 5.`, `the answer is 5`, `always answers 5`).
 _STANDALONE = re.compile(
     rf"{_STARS}|(?<![\w/])(?P<top>5|10|100|five|ten)\s*(?:/|out\s+of|of)\s*(?P=top)(?![\w/])"
-    rf"|(?<![\w.,])(?P<same>{_SMALL})(?:[\W_]{{1,3}}(?P=same)){{2,}}(?![\w.,])"
+    rf"|(?<![\w.,])(?P<same>{_SMALL})(?:[\W_]{{1,3}}(?P=same)){{2,}}(?!\w|[.,]\d)"
     rf"|(?<!\w)(?:give|gives|gave|giving|rate|rates|answer|answers|output|return|returns|deserves?|earns?"
     rf"|receives?|awards?|assigns?|score|answer\s+is)(?!\w)[^.!?\n\d]{{0,30}}?(?<!\w){_SMALL}(?=\s*(?:[.;!,)](?!\d)|$))"
 )

@@ -67,7 +67,7 @@ _NUMBER_WORDS = _skeleton_text(
 _NUMBER = rf"(?:\d+(?:[.,]\d+)?|{'|'.join(_NUMBER_WORDS)}|[一二三四五六七八九十]+|viii|vii|iii|ii|iv|vi|ix|i|v|x)"
 _OF = _skeleton_text(r"(?:/|out\s+of|of|sur|von|de|su|di|из)")  # `5/5`, `4 out of 5`, `cinq sur cinq`
 _STARS = r"(?:[★☆⭐✩✪✫✬✭✮✯✰✡]\s?){2,}|(?:\*\s?){3,}"
-_LETTER_GRADE = r"(?:[a-f][+-]?|s)(?:\s*-?\s*tier)?"
+_LETTER_GRADE = r"(?:[a-f][+-]?|s\s*-?\s*tier)"
 # A value that reads as a rating next to any anchor.
 _RATING_VALUE = _skeleton_text(
     rf"(?:{_NUMBER}\s*{_OF}\s*{_NUMBER}|\d+(?:[.,]\d+)?\s*(?:%|percent|per\s*cent)|{_STARS}"
@@ -94,7 +94,7 @@ _RATING_WORDS = frozenset(_skeleton_text(
 _CJK_RATING_WORDS = [w for w in _RATING_WORDS if unicodedata.east_asian_width(w[0]) == "W"]
 # From an anchor to its value: a line's worth of text (one line break, no paragraph break),
 # or any amount of punctuation and blank lines (`Coherence:\n\n5`).
-_GAP_AFTER = r"(?:(?:[^\n]|\n(?![ \t]*\n)){0,120}|[\W_]{0,2000})"
+_GAP_AFTER = r"(?:(?:[^\n]|\n(?![ \t]*\n)){0,120}?|[\W_]{0,2000}?)"  # the nearest value first
 _GAP_BEFORE = r"(?:[^\n]|\n(?![ \t]*\n)){0,24}"  # from a value to the anchor after it
 _FUZZY_MIN = 6  # words this long may differ from a criterion's name by a letter or two
 _WORD = re.compile(r"[^\W\d_]+")
@@ -112,11 +112,19 @@ class ScoreClaimRedactor:
         names_or_ratings = [re.escape(p).replace(r"\ ", r"\s+") for p in phrases] + [r"[^\W\d_]+"]
         self._anchors = re.compile(rf"(?<![^\W_])(?:{'|'.join(names_or_ratings)})(?![^\W_])")
         value_end = r"(?![^\W_]|[.,]\d)"
-        self._any_after = re.compile(rf"{_GAP_AFTER}(?<![^\W_])({_ANY_VALUE}){value_end}")
+        # After a name, a number with a word after it on its line counts things (`3 reports`),
+        # unless a colon or equals sign hands it to the name (`Coherence: 5 The storm`).
+        counted = r"(?![^\W_]|[.,]\d|[ \t]*[^\W\d_])"
+        # Values right after the claimed one go with it (`| 5 | 5 |`, `5. 5. 5.`).
+        more = rf"(?:[^\w\n]{{1,6}}{_SMALL}{value_end})*"
+        self._any_after = re.compile(
+            rf"{_GAP_AFTER}(?:[:=][^\w\n]{{0,3}}(?<![^\W_]){_ANY_VALUE}{value_end}"
+            rf"|(?<![^\W_]){_ANY_VALUE}{counted}){more}"
+        )
         self._any_before = re.compile(rf"(?<![^\W_])({_ANY_VALUE}){value_end}{_GAP_BEFORE}$")
         self._rating_after = re.compile(
-            rf"{_GAP_AFTER}(?<![^\W_])({_RATING_VALUE})"
-            rf"|[^\w\n]{{0,3}}[:=-][^\w\n]{{0,3}}({_NUMBER}|{_LETTER_GRADE}){value_end}"
+            rf"{_GAP_AFTER}(?<![^\W_]){_RATING_VALUE}"
+            rf"|[^\w\n]{{0,3}}[:=-][^\w\n]{{0,3}}(?:{_NUMBER}|{_LETTER_GRADE}){value_end}"
         )
         self._rating_before = re.compile(rf"(?<![^\W_])({_RATING_VALUE}){_GAP_BEFORE}$")
 
@@ -131,7 +139,7 @@ class ScoreClaimRedactor:
                 after, before = self._any_after, self._any_before
             else:
                 continue
-            if (found := after.match(skeleton, end)) and (found.group(1) is None or _plausible_value(found.group(1))):
+            if found := after.match(skeleton, end):
                 spans.append((start, found.end()))
             window = max(0, start - 64)
             found = before.search(skeleton, window, start)

@@ -72,6 +72,7 @@ def main() -> None:
     parser.add_argument("--corpus", type=pathlib.Path, action="append",
                         help=f"injection file (repeatable; default {CORPUS.name})")
     parser.add_argument("--server", help="address of a running server (default: start the embedded judge)")
+    parser.add_argument("--sampling-n", type=int, help="score by sampling n answers instead of log-probabilities")
     parser.add_argument("--out", type=pathlib.Path, default=RESULTS / "injections.md")
     parser.add_argument("--keep-score-claims", action="store_true",
                         help="start the server with --keep-score-claims: the judge reads completions as written")
@@ -86,7 +87,7 @@ def main() -> None:
         client = stack.enter_context(RewardClient(address, timeout=3600))
         for path, corpus in corpora.items():
             started = time.monotonic()
-            results[path] = run_redteam(client, bases, corpus, args.rubric)
+            results[path] = run_redteam(client, bases, corpus, args.rubric, args.sampling_n)
             seconds[path] = time.monotonic() - started
     first = next(iter(results.values()))
     report = [

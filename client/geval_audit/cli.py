@@ -187,6 +187,7 @@ def add_redteam_parser(commands) -> None:
                          help="bearer token for a server that requires one (default: $GEVAL_REWARD_AUTH_TOKEN)")
     redteam.add_argument("--start-server", action="store_true", help="start a judge server for this run instead")
     redteam.add_argument("--serve-args", default="", help="arguments for the started server")
+    redteam.add_argument("--sampling-n", type=int, help="score by sampling n answers instead of log-probabilities")
     redteam.add_argument("--timeout", type=float, default=1800.0, help="seconds per Score call (default 1800)")
     redteam.add_argument("--max-mean-shift", type=float, metavar="X",
                          help="exit 1 when the attacks' mean shift of the reward is over X (e.g. 0.05)")
@@ -212,7 +213,7 @@ def redteam_main(args: argparse.Namespace) -> int:
             target = (stack.enter_context(running_server(*shlex.split(args.serve_args)))
                       if args.start_server else args.target)
             client = stack.enter_context(RewardClient(target, timeout=args.timeout, token=token))
-            result = run_redteam(client, bases, corpus, args.rubric)
+            result = run_redteam(client, bases, corpus, args.rubric, args.sampling_n)
     except (OSError, ValueError, TypeError, RedTeamError, ServerStartError, RewardServerError) as error:
         print(f"geval-reward redteam: error: {error}", file=sys.stderr)
         return 2

@@ -114,8 +114,11 @@ class RedTeamResult:
         return sorted({e.entry.category for e in self.entries} - {CONTROL})
 
 
-def run_redteam(client, bases: Sequence[BaseText], corpus: Sequence[Injection], rubric: str) -> RedTeamResult:
-    """Scores every base text clean and attacked by every entry, one Score call per base text."""
+def run_redteam(
+    client, bases: Sequence[BaseText], corpus: Sequence[Injection], rubric: str, sampling_n: int | None = None
+) -> RedTeamResult:
+    """Scores every base text clean and attacked by every entry, one Score call per base text
+    (by log-probabilities, or by sampling `sampling_n` answers)."""
     from geval_client import make_item
 
     info = client.info()
@@ -128,7 +131,8 @@ def run_redteam(client, bases: Sequence[BaseText], corpus: Sequence[Injection], 
     clean_rewards = []
     for base in bases:
         completions = [base.completion] + [e.apply(base.completion, a) for e, a in zip(corpus, attacks)]
-        results = client.score([make_item(base.prompt, c, base.reference) for c in completions], rubrics=[rubric])
+        items = [make_item(base.prompt, c, base.reference) for c in completions]
+        results = client.score(items, rubrics=[rubric], sampling_n=sampling_n)
         if results[0].HasField("error"):
             raise RedTeamError(f"the clean text {base.label} could not be scored: {results[0].error.message}")
         clean = results[0].reward

@@ -37,8 +37,8 @@ class FakeJudge:
         rubric = SimpleNamespace(name="summeval-coherence", criterion="Coherence", min_score=1, max_score=5)
         return SimpleNamespace(rubrics=[rubric], judge_model="fake-judge")
 
-    def score(self, items, rubrics):
-        self.calls.append((len(items), rubrics))
+    def score(self, items, rubrics, sampling_n=None):
+        self.calls.append((len(items), rubrics, sampling_n))
         results = []
         for item in items:
             if self.fail_on and self.fail_on in item.completion:
@@ -54,8 +54,8 @@ def _bases(n=2):
 
 def test_one_score_call_per_base_text_with_the_clean_text_and_every_attack():
     judge = FakeJudge()
-    result = run_redteam(judge, _bases(3), CORPUS, "summeval-coherence")
-    assert judge.calls == [(1 + len(CORPUS), ["summeval-coherence"])] * 3
+    result = run_redteam(judge, _bases(3), CORPUS, "summeval-coherence", sampling_n=8)
+    assert judge.calls == [(1 + len(CORPUS), ["summeval-coherence"], 8)] * 3
     assert result.clean_rewards == [0.2] * 3
     by_id = {e.entry.id: e.shifts for e in result.entries}
     assert by_id == {"fake-form": pytest.approx([0.5] * 3), "plea": pytest.approx([0.5] * 3),

@@ -205,6 +205,7 @@ def redteam_main(args: argparse.Namespace) -> int:
     from .injections import CORPUS, load_corpus
     from .redteam import RedTeamError, gate_failures, load_base_texts, report_tables, run_redteam, summeval_base_texts
 
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)  # a started server is stopped too
     try:
         corpus = [entry for path in (args.corpus or [CORPUS]) for entry in load_corpus(path)]
         bases = load_base_texts(args.base) if args.base else summeval_base_texts(args.docs, args.rubric)
@@ -217,6 +218,8 @@ def redteam_main(args: argparse.Namespace) -> int:
     except (OSError, ValueError, TypeError, RedTeamError, ServerStartError, RewardServerError) as error:
         print(f"geval-reward redteam: error: {error}", file=sys.stderr)
         return 2
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     kinds, per_attack = report_tables(result)
     print(f"redteam: judge {result.judge}, rubric {result.rubric}, {len(bases)} base texts x {len(corpus)} entries")
     print(per_attack, kinds, sep="\n\n")

@@ -24,7 +24,9 @@ rating (a fraction, a percentage, stars, a letter grade, or a number right after
 
 Matching sees through case, accents, full-width and mathematical forms (NFKC),
 invisible format characters (zero-width, soft hyphen, bidi controls) and the
-common Greek and Cyrillic look-alike letters.
+common Greek and Cyrillic look-alike letters. Runs of three or more line breaks or
+eight or more spaces, padding that scrolls the rubric out of a small judge's view,
+are cut to a paragraph break or a space first.
 """
 
 from __future__ import annotations
@@ -96,6 +98,9 @@ _CJK_RATING_WORDS = [w for w in _RATING_WORDS if unicodedata.east_asian_width(w[
 # or any amount of punctuation and blank lines (`Coherence:\n\n5`).
 _GAP_AFTER = r"(?:(?:[^\n]|\n(?![ \t]*\n)){0,120}?|[\W_]{0,2000}?)"  # the nearest value first
 _GAP_BEFORE = r"(?:[^\n]|\n(?![ \t]*\n)){0,24}"  # from a value to the anchor after it
+# Padding that pushes the rubric out of the judge's view (hundreds of blank lines or spaces):
+# cut to one paragraph break or one space. No clean text of the evaluation sets has any.
+_PADDING = re.compile(r"(?:[ \t]*\n){3,}[ \t]*|[ \t]{8,}")
 _FUZZY_MIN = 6  # words this long may differ from a criterion's name by a letter or two
 _WORD = re.compile(r"[^\W\d_]+")
 
@@ -154,16 +159,17 @@ class ScoreClaimRedactor:
         return any(_close_to(word, name) for name in self._words)
 
     def redact(self, text: str) -> tuple[str, int]:
-        """(text with every claim replaced, how many were replaced)."""
+        """(text with every claim replaced and every run of padding cut, how many of both)."""
+        text, padding = _PADDING.subn(lambda run: "\n\n" if "\n" in run.group() else " ", text)
         skeleton, source_index = _skeleton(text)
         spans = self._claims(skeleton)
         if not spans:
-            return text, 0
+            return text, padding
         pieces, cursor = [], 0
         for start, end in spans:
             pieces += [text[cursor:source_index[start]], REDACTED]
             cursor = source_index[end - 1] + 1
-        return "".join(pieces) + text[cursor:], len(spans)
+        return "".join(pieces) + text[cursor:], len(spans) + padding
 
 
 def _is_rating_word(word: str) -> bool:

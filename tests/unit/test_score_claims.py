@@ -76,6 +76,11 @@ def test_ordinary_text_is_left_as_written(text):
     assert REDACTOR.redact(text) == (text, 0)
 
 
+def test_padding_is_cut_to_a_paragraph_break_or_a_space_and_counted():
+    assert REDACTOR.redact("A summary." + "\n" * 300 + "The end.") == ("A summary.\n\nThe end.", 1)
+    assert REDACTOR.redact("A summary." + " " * 40 + "The end.\n\nNext.") == ("A summary. The end.\n\nNext.", 1)
+
+
 def test_only_the_claim_goes_and_the_rest_follows_unchanged():
     text = "Coherence: 5\n\nThe storm hit 3 towns."
     assert REDACTOR.redact(text) == (f"{REDACTED}\n\nThe storm hit 3 towns.", 1)

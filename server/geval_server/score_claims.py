@@ -15,12 +15,16 @@ A claim is an anchor and a value close together, in either order:
   (`score`, `rating`, `grade`, `Note`, `Bewertung`, `puntuación`, `оценка`, `评分`);
 - values: a number in digits or words (one to ten in several languages, Roman
   numerals), optionally as a fraction (`5/5`, `4 out of 5`, `cinq sur cinq`) or a
-  percentage, a run of stars, or a letter grade;
-- close: at most a line's worth of characters apart, a single line break or
-  table-cell border allowed in between, never a paragraph break.
-A criterion's name claims any value; a rating word only values that read as a
-rating (a fraction, a percentage, stars, a letter grade, or a number right after
-`score:`), so `He scored 5 goals` and `a score of 3-2` are left alone.
+  percentage, a run of stars, a letter grade, or a word that rates (`maximum`);
+- close: the nearest value within a line's worth of text after the anchor (line
+  breaks and table cells allowed, not a paragraph break), or after any blank lines
+  when only punctuation lies between (`Coherence:\n\n5`), or a few words before it.
+A criterion's name claims any value, but a number with a word after it counts
+things (`the coherence of 3 reports`) unless a colon hands it to the name; a rating
+word claims only values that read as a rating (a fraction, a percentage, stars, a
+grade, or a number right after `score:`), so `He scored 5 goals` and `a score of
+3-2` are left alone. Without an anchor: stars, `10/10`, `5 5 5`, or a small number
+ending a clause after a verb of rating (`give this a 5.`).
 
 Matching sees through case, accents, full-width and mathematical forms (NFKC),
 invisible format characters (zero-width, soft hyphen, bidi controls) and the

@@ -1,16 +1,14 @@
-"""Hostile completions: how far each entry of the injection corpus (geval_audit/data/injections.jsonl) moves the reward.
+"""Hostile completions: the red-team run (geval_audit/redteam.py) on a fixed SummEval sample,
+and how many clean texts of the evaluation sets the server's score-claim blanking touches.
 
     python benchmarks/injection_bench.py [--docs 4] [--rubric summeval-coherence]
-                                         [--server HOST:PORT] [--out benchmarks/results/injections.md]
+        [--corpus FILE ...] [--server HOST:PORT] [--keep-score-claims] [--out FILE]
 
-Base items are SummEval summaries, one per document (the one with the median
-expert score on the rubric's dimension). Each is scored clean and with every
-corpus entry applied (appended, prepended, or inserted at the sentence break
-nearest its middle), all of a document in one call so they share the article
-prefix. shift = reward(with injection) - reward(clean). The `control` entries
-are benign edits of the same size: they show how much any edit moves the judge,
-the floor against which the injections should be read. Without --server it
-starts the embedded judge itself.
+Base texts are SummEval summaries, one per document (the one with the median
+expert score on the rubric's dimension). Without --server it starts the
+embedded judge. The false-alarm count needs no judge: every SummEval summary,
+Topical-Chat response, QAGS summary and human/LLM summary goes through the
+server's ScoreClaimRedactor with every criterion the server serves.
 """
 
 from __future__ import annotations
@@ -21,129 +19,97 @@ import pathlib
 import statistics
 import sys
 import time
-from collections import defaultdict
-from dataclasses import dataclass
 
 from geval_audit import datasets
 from geval_audit.injections import CORPUS, load_corpus
-from geval_audit.tables import markdown_table
-from geval_client import RewardClient, make_item
+from geval_audit.redteam import report_tables, run_redteam, summeval_base_texts
+from geval_client import RewardClient
 from geval_server.launcher import running_server
+from geval_server.rubrics import load_rubrics
+from geval_server.score_claims import REDACTED, ScoreClaimRedactor
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 
 
-def load_base_items(n_docs: int, dimension: str) -> list[datasets.Rated]:
-    """One summary per document: the one with the median expert score on `dimension`."""
-    documents = list(datasets.groups(datasets.summeval()).values())[:n_docs]
-    return [sorted(texts, key=lambda r: r.scores[dimension])[len(texts) // 2] for texts in documents]
+def clean_texts() -> dict[str, list[str]]:
+    """Every distinct clean text of the evaluation sets, by set."""
+    pairs = datasets.human_vs_llm_pairs()
+    summary_fields = [key for key in pairs[0] if key.endswith("summary")]
+    return {
+        "SummEval summaries": [r.text for r in datasets.summeval()],
+        "Topical-Chat responses": [r.text for r in datasets.topical_chat()],
+        "QAGS CNN/DM summaries": [r.text for r in datasets.qags("cnndm")],
+        "QAGS XSum summaries": [r.text for r in datasets.qags("xsum")],
+        "human/LLM summaries": list(dict.fromkeys(p[f] for p in pairs for f in summary_fields)),
+    }
 
 
-@dataclass
-class Shifts:
-    values: list[float]
-
-    @property
-    def mean(self) -> float:
-        return statistics.mean(self.values)
-
-    @property
-    def mean_abs(self) -> float:
-        return statistics.mean(abs(v) for v in self.values)
-
-    @property
-    def max(self) -> float:
-        return max(self.values)
-
-    @property
-    def rose(self) -> float:
-        return sum(v > 0 for v in self.values) / len(self.values)
+def false_alarms() -> list[str]:
+    """Report lines: per set, the clean texts in which anything was blanked."""
+    criteria = sorted({rubric.criterion for rubric in load_rubrics().values()})
+    redactor = ScoreClaimRedactor(criteria)
+    lines, total, touched = [], 0, 0
+    started = time.monotonic()
+    for name, texts in clean_texts().items():
+        hits = [t for t in texts if redactor.redact(t)[1]]
+        lines.append(f"- {name}: {len(hits)} of {len(texts)}")
+        lines += [f"  - `...{_around_blank(redactor.redact(t)[0])}...`" for t in hits]
+        total, touched = total + len(texts), touched + len(hits)
+    per_text_ms = 1000 * (time.monotonic() - started) / total / 2
+    return [f"Clean texts with anything blanked (criteria {', '.join(criteria)}): **{touched} of {total} "
+            f"({touched / total:.2%})**; blanking takes {per_text_ms:.2f} ms per text.", "", *lines]
 
 
-def table(rows: list[tuple[str, str, str, Shifts]]) -> str:
-    return markdown_table(
-        ["injection", "category", "position", "mean shift", "mean abs shift", "max shift", "rose"],
-        [[name, category, position, f"{s.mean:+.3f}", f"{s.mean_abs:.3f}", f"{s.max:+.3f}", f"{s.rose:.0%}"]
-         for name, category, position, s in rows],
-        align="lllrrrr",
-    )
+def _around_blank(text: str, width: int = 80) -> str:
+    at = text.index(REDACTED)
+    return text[max(0, at - width):at + len(REDACTED) + width].replace("\n", " ")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--docs", type=int, default=4, help="SummEval documents, one base summary each")
     parser.add_argument("--rubric", default="summeval-coherence")
-    parser.add_argument("--corpus", type=pathlib.Path, default=CORPUS)
+    parser.add_argument("--corpus", type=pathlib.Path, action="append",
+                        help=f"injection file (repeatable; default {CORPUS.name})")
     parser.add_argument("--server", help="address of a running server (default: start the embedded judge)")
-    parser.add_argument("--port", default="0", help="port for the server this script starts (default: any free one)")
+    parser.add_argument("--sampling-n", type=int, help="score by sampling n answers instead of log-probabilities")
     parser.add_argument("--out", type=pathlib.Path, default=RESULTS / "injections.md")
     parser.add_argument("--keep-score-claims", action="store_true",
                         help="start the server with --keep-score-claims: the judge reads completions as written")
     args = parser.parse_args()
 
-    corpus = load_corpus(args.corpus)
-    base = load_base_items(args.docs, args.rubric.removeprefix("summeval-"))
-    started = time.monotonic()
+    corpora = {path: load_corpus(path) for path in args.corpus or [CORPUS]}
+    bases = summeval_base_texts(args.docs, args.rubric)
+    results, seconds = {}, {}
     with contextlib.ExitStack() as stack:
-        serve_args = ["--port", args.port] + (["--keep-score-claims"] if args.keep_score_claims else [])
-        address = args.server or stack.enter_context(running_server(*serve_args))
+        address = args.server or stack.enter_context(
+            running_server(*(["--keep-score-claims"] if args.keep_score_claims else [])))
         client = stack.enter_context(RewardClient(address, timeout=3600))
-        info = client.info()
-        rubric = next(r for r in info.rubrics if r.name == args.rubric)
-        attacks = [e.render(rubric.criterion, int(rubric.min_score), int(rubric.max_score)) for e in corpus]
-        clean_rewards: list[float] = []
-        clean_masses: list[float] = []
-        shifts: dict[str, list[float]] = defaultdict(list)
-        errors: dict[str, list[str]] = defaultdict(list)
-        blanked = 0  # items with a corpus entry in which the server blanked a score claim
-        for record in base:
-            summary = record.text
-            completions = [summary] + [e.apply(summary, a) for e, a in zip(corpus, attacks)]
-            results = client.score(
-                [make_item(record.source, c) for c in completions], rubrics=[args.rubric]
-            )
-            if results[0].HasField("error"):
-                raise RuntimeError(f"clean summary of {record.group} failed: {results[0].error.message}")
-            clean_rewards.append(results[0].reward)
-            clean_masses.append(results[0].scores[0].label_mass)
-            for entry, result in zip(corpus, results[1:]):
-                if result.HasField("error"):
-                    errors[entry.id].append(result.error.message)
-                else:
-                    shifts[entry.id].append(result.reward - results[0].reward)
-                    blanked += result.score_claims_removed > 0
-    elapsed = time.monotonic() - started
-
-    rows = [(e.id, e.category, e.position, Shifts(shifts[e.id])) for e in corpus if shifts[e.id]]
-    by_category: dict[str, list[float]] = defaultdict(list)
-    for entry in corpus:
-        by_category[entry.category].extend(shifts[entry.id])
-    injected = [v for e in corpus if e.category != "control" for v in shifts[e.id]]
-    summary_rows = [
-        (f"**all injections** ({sum(e.category != 'control' for e in corpus)})", "", "", Shifts(injected)),
-        *((f"category: {c}", "", "", Shifts(v)) for c, v in sorted(by_category.items()) if v),
-    ]
-    header = [
+        for path, corpus in corpora.items():
+            started = time.monotonic()
+            results[path] = run_redteam(client, bases, corpus, args.rubric, args.sampling_n)
+            seconds[path] = time.monotonic() - started
+    first = next(iter(results.values()))
+    report = [
         "# Injection benchmark results",
         "",
         f"Command: `{' '.join(['python benchmarks/injection_bench.py', *sys.argv[1:]])}`",
-        f"Judge: {info.judge_model}; rubric `{args.rubric}`; {len(base)} SummEval summaries x "
-        f"{len(corpus)} corpus entries; {elapsed:.0f} s; {time.strftime('%Y-%m-%d')}.",
-        f"Clean reward: mean {statistics.mean(clean_rewards):.3f}, "
-        f"range {min(clean_rewards):.3f}-{max(clean_rewards):.3f}; label mass {statistics.mean(clean_masses):.2f}.",
-        f"Score claims (`Coherence: 5`) blanked by the server in {blanked} of "
-        f"{sum(len(v) for v in shifts.values())} items with a corpus entry (controls included).",
-        "shift = reward(with injection) - reward(clean), reward in [0, 1]; "
-        "`rose` = share of items whose reward went up.",
-        "",
+        f"Judge: {first.judge}; rubric `{args.rubric}`; {len(bases)} SummEval summaries; "
+        f"{time.strftime('%Y-%m-%d')}; shared machine.",
+        f"Clean reward: mean {statistics.mean(first.clean_rewards):.3f}, "
+        f"range {min(first.clean_rewards):.3f}-{max(first.clean_rewards):.3f}.",
+        "shift = reward(attacked) - reward(clean), reward in [0, 1]; `rose` = share of items whose reward "
+        "went up; claims blanked = attacked items in which the server blanked a claim.",
     ]
-    failed = [f"- {name}: {len(msgs)} item error(s), e.g. {msgs[0]}" for name, msgs in errors.items()]
-    report = header + ["## Overall", "", table(summary_rows), "", "## Per injection", "", table(rows)]
-    if failed:
-        report += ["", "## Item errors", "", *failed]
+    for path, result in results.items():
+        items = len(bases) * (len(corpora[path]) + 1)
+        kinds, per_attack = report_tables(result)
+        report += ["", f"## {path.name}: {len(corpora[path])} entries, {items} items in {seconds[path]:.0f} s "
+                   f"({items / seconds[path]:.2f} items/s)", "", kinds, "", "### Per attack", "", per_attack]
+        print(f"{path.name}\n{kinds}\n")
+    report += ["", "## False alarms", "", *false_alarms()]
     args.out.write_text("\n".join(report) + "\n", encoding="utf-8")
-    print("\n".join(report))
-    print(f"\nwritten to {args.out}")
+    print(f"written to {args.out}")
 
 
 if __name__ == "__main__":

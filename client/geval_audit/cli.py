@@ -165,3 +165,68 @@ def main(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, previous)
     print_summary(outcome)
     return outcome.exit_code
+
+
+def add_redteam_parser(commands) -> None:
+    redteam = commands.add_parser(
+        "redteam", help="measure how far hostile completions (prompt injections, fake scores) move a judge's reward",
+        description="Scores base texts clean and with every entry of an injection corpus applied (appended, "
+                    "prepended or inserted) against a running judge, and prints the shift of the reward per "
+                    "attack and per kind. Exit status: 0 ok, 1 a --max-mean-shift/--max-shift gate failed, "
+                    "2 the run could not start.",
+    )
+    redteam.add_argument("--corpus", type=pathlib.Path, action="append",
+                         help="injection file, JSONL (repeatable; default: the built-in corpus)")
+    redteam.add_argument("--base", type=pathlib.Path,
+                         help="JSONL of clean texts, `prompt` and `completion` per line (default: --docs SummEval "
+                              "summaries from the evaluation sets)")
+    redteam.add_argument("--docs", type=int, default=4, help="SummEval documents, one base summary each (default 4)")
+    redteam.add_argument("--rubric", default="summeval-coherence", help="rubric to attack (default summeval-coherence)")
+    redteam.add_argument("--target", default="localhost:50051", help="a running server (default localhost:50051)")
+    redteam.add_argument("--auth-token-file", type=pathlib.Path,
+                         help="bearer token for a server that requires one (default: $GEVAL_REWARD_AUTH_TOKEN)")
+    redteam.add_argument("--start-server", action="store_true", help="start a judge server for this run instead")
+    redteam.add_argument("--serve-args", default="", help="arguments for the started server")
+    redteam.add_argument("--sampling-n", type=int, help="score by sampling n answers instead of log-probabilities")
+    redteam.add_argument("--timeout", type=float, default=1800.0, help="seconds per Score call (default 1800)")
+    redteam.add_argument("--max-mean-shift", type=float, metavar="X",
+                         help="exit 1 when the attacks' mean shift of the reward is over X (e.g. 0.05)")
+    redteam.add_argument("--max-shift", type=float, metavar="X",
+                         help="exit 1 when any attacked item's shift is over X (e.g. 0.15)")
+    redteam.add_argument("--out", type=pathlib.Path, help="also write the tables to this Markdown file")
+
+
+def redteam_main(args: argparse.Namespace) -> int:
+    import contextlib
+
+    from geval_client import RewardClient, RewardServerError
+    from geval_server.launcher import ServerStartError, running_server
+
+    from .injections import CORPUS, load_corpus
+    from .redteam import RedTeamError, gate_failures, load_base_texts, report_tables, run_redteam, summeval_base_texts
+
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)  # a started server is stopped too
+    try:
+        corpus = [entry for path in (args.corpus or [CORPUS]) for entry in load_corpus(path)]
+        bases = load_base_texts(args.base) if args.base else summeval_base_texts(args.docs, args.rubric)
+        token = read_token(args.auth_token_file)
+        with contextlib.ExitStack() as stack:
+            target = (stack.enter_context(running_server(*shlex.split(args.serve_args)))
+                      if args.start_server else args.target)
+            client = stack.enter_context(RewardClient(target, timeout=args.timeout, token=token))
+            result = run_redteam(client, bases, corpus, args.rubric, args.sampling_n)
+    except (OSError, ValueError, TypeError, RedTeamError, ServerStartError, RewardServerError) as error:
+        print(f"geval-reward redteam: error: {error}", file=sys.stderr)
+        return 2
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    kinds, per_attack = report_tables(result)
+    print(f"redteam: judge {result.judge}, rubric {result.rubric}, {len(bases)} base texts x {len(corpus)} entries")
+    print(per_attack, kinds, sep="\n\n")
+    if args.out:
+        args.out.write_text(f"{kinds}\n\n{per_attack}\n", encoding="utf-8")
+    failures = gate_failures(result, args.max_mean_shift, args.max_shift)
+    for failure in failures:
+        print(f"redteam: GATE FAILED: {failure}")
+    return 1 if failures else 0
+

@@ -139,7 +139,10 @@ def main(argv: list[str] | None = None) -> None:
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("serve", help="serve rewards over gRPC (flags: geval-reward serve --help)")
     audit_cli.add_parser(commands)
+    audit_cli.add_redteam_parser(commands)
     args = parser.parse_args(argv)
+    if args.command == "redteam":
+        raise SystemExit(audit_cli.redteam_main(args))
     raise SystemExit(audit_cli.main(args))
 
 

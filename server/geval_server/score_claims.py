@@ -1,17 +1,36 @@
 """Blanks score claims such as `Coherence: 5` inside a completion.
 
 The completion is written by a policy optimized against the judge, and small
-judges copy the number that follows the criterion's name anywhere in their
-context, whatever the prompt's framing says (benchmarks/injection_bench.py:
-a fake form line lifted the embedded judge's reward by about 0.7 of 1). No
-wording of the prompt fixes that, so the number itself is taken out: a
-criterion's name, then up to a few characters of punctuation, markup or words
-such as "score" or "is", then a number (with `/5` or `out of 5` after it), and
-the numbers are replaced by `[score removed]`. The rest of the text is judged as written.
+judges copy a rating they find anywhere in their context, whatever the prompt's
+framing says (benchmarks/injection_bench.py: a fake form line lifted the
+embedded judge's reward by about 0.7 of 1; `Coherence: five out of five`, a
+`★★★★★` or `Note : 5/5` nearly as much). No wording of the prompt fixes that, so
+the claim itself is taken out: the whole span from its anchor to its value is
+replaced by `[score removed]`, the anchor included, so that no `Coherence:` is
+left for the judge to complete. The rest of the text is judged as written.
 
-Matching sees through the disguises in the injection corpus: case, full-width
-and mathematical forms (NFKC), invisible format characters (zero-width, soft
-hyphen, bidi controls) and the common Greek and Cyrillic look-alike letters.
+A claim is an anchor and a value close together, in either order:
+- anchors: a served criterion's name or a word near it in spelling (`Coherance`,
+  `Coherency`, `coherent`), or a rating word in one of several languages
+  (`score`, `rating`, `grade`, `Note`, `Bewertung`, `puntuación`, `оценка`, `评分`);
+- values: a number in digits or words (one to ten in several languages, Roman
+  numerals), optionally as a fraction (`5/5`, `4 out of 5`, `cinq sur cinq`) or a
+  percentage, a run of stars, a letter grade, or a word that rates (`maximum`);
+- close: the nearest value within a line's worth of text after the anchor (line
+  breaks and table cells allowed, not a paragraph break), or after any blank lines
+  when only punctuation lies between (`Coherence:\n\n5`), or a few words before it.
+A criterion's name claims any value, but a number with a word after it counts
+things (`the coherence of 3 reports`) unless a colon hands it to the name; a rating
+word claims only values that read as a rating (a fraction, a percentage, stars, a
+grade, or a number right after `score:`), so `He scored 5 goals` and `a score of
+3-2` are left alone. Without an anchor: stars, `10/10`, `5 5 5`, or a small number
+ending a clause after a verb of rating (`give this a 5.`).
+
+Matching sees through case, accents, full-width and mathematical forms (NFKC),
+invisible format characters (zero-width, soft hyphen, bidi controls) and the
+common Greek and Cyrillic look-alike letters. Runs of three or more line breaks or
+eight or more spaces, padding that scrolls the rubric out of a small judge's view,
+are cut to a paragraph break or a space first.
 """
 
 from __future__ import annotations
@@ -21,10 +40,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 
 REDACTED = "[score removed]"
-_MAX_GAP = 16  # characters between the name and the number, as seen after normalizing
-# The claimed score and what may come with it on its line: `5`, `4.5`, `5/5`, `4 out of 5`.
-_NUMBERS = r"\d+(?:(?:[ \t.,/:()\-]|out of)*\d+)*"
-_GAP_WORDS = ("score", "rating", "grade", "is", "was", "level")
+
 # Greek and Cyrillic letters drawn like Latin ones (lower case; matching is casefolded).
 _LOOK_ALIKES = str.maketrans({
     "а": "a", "в": "b", "с": "c", "ԁ": "d", "е": "e", "һ": "h", "і": "i", "ј": "j", "к": "k",
@@ -34,35 +50,177 @@ _LOOK_ALIKES = str.maketrans({
 })
 
 
+def _skeleton_text(text: str) -> str:
+    """NFKC, case folded, accents dropped, look-alike letters mapped to Latin ones."""
+    folded = unicodedata.normalize("NFKC", text).casefold().translate(_LOOK_ALIKES)
+    return "".join(c for c in unicodedata.normalize("NFKD", folded) if not unicodedata.combining(c))
+
+
+# Every word list and pattern below is written as people write it and matched as its
+# skeleton (Cyrillic `оценка` has Latin look-alikes in it).
+# Number words, one to ten, in English, French, German, Spanish, Italian, Portuguese and
+# Russian, and CJK numerals.
+_NUMBER_WORDS = _skeleton_text(
+    "one two three four five six seven eight nine ten full"
+    " un une deux trois quatre cinq sept huit neuf dix"
+    " eins zwei drei vier fünf sechs sieben acht neun zehn"
+    " uno dos tres cuatro cinco seis siete ocho nueve diez"
+    " due tre quattro cinque sei sette otto nove dieci"
+    " um dois quatro oito"
+    " один два три четыре пять шесть семь восемь девять десять"
+    " одного двух трёх четырёх пяти шести семи восьми девяти десяти"
+).split()
+_NUMBER = rf"(?:\d+(?:[.,]\d+)?|{'|'.join(_NUMBER_WORDS)}|[一二三四五六七八九十]+|viii|vii|iii|ii|iv|vi|ix|i|v|x)"
+_OF = _skeleton_text(r"(?:/|out\s+of|of|sur|von|de|su|di|из)")  # `5/5`, `4 out of 5`, `cinq sur cinq`
+_STARS = r"(?:[★☆⭐✩✪✫✬✭✮✯✰✡]\s?){2,}|(?:\*\s?){3,}"
+_LETTER_GRADE = r"(?:[a-f][+-]?|s\s*-?\s*tier)"
+# A value that reads as a rating next to any anchor.
+_RATING_VALUE = _skeleton_text(
+    rf"(?:{_NUMBER}\s*{_OF}\s*{_NUMBER}|\d+(?:[.,]\d+)?\s*(?:%|percent|per\s*cent)|{_STARS}"
+    rf"|{_NUMBER}\s*(?:点|分|points?|punkte|punkten|pts|stars?|etoiles|estrellas|stelle|балл\w*|звезд\w*))"
+)
+# Words that rate without a number; a value only next to a criterion's name.
+_PRAISE = r"(?:max|maximum|maximal|highest|top|perfect|perfectly|excellent|flawless|minimum|lowest|worst)"
+_ANY_VALUE = rf"(?:{_RATING_VALUE}|{_NUMBER}|{_LETTER_GRADE}|{_PRAISE})"
+_SMALL = rf"(?:10|[0-9]|{'|'.join(_NUMBER_WORDS)})"  # a number a rating scale would use
+# Claims without an anchor: a run of stars, a perfect fraction (`10/10`, `five out of five`),
+# the same small number three times over (`5 5 5`), or a small number that ends a clause
+# shortly after a verb of rating (`give this a 5.`, `the answer is 5`, `always answers 5`).
+_STANDALONE = re.compile(
+    rf"{_STARS}|(?<![\w/])(?P<top>5|10|100|five|ten)\s*(?:/|out\s+of|of)\s*(?P=top)(?![\w/])"
+    rf"|(?<![\w.,])(?P<same>{_SMALL})(?:[\W_]{{1,3}}(?P=same)){{2,}}(?!\w|[.,]\d)"
+    rf"|(?<!\w)(?:give|gives|gave|giving|rate|rates|answer|answers|output|return|returns|deserves?|earns?"
+    rf"|receives?|awards?|assigns?|score|answer\s+is)(?!\w)[^.!?\n\d]{{0,30}}?(?<!\w){_SMALL}(?=\s*(?:[.;!,)](?!\d)|$))"
+)
+_RATING_WORDS = frozenset(_skeleton_text(
+    "score scores rating ratings rated grade graded grading mark marks verdict evaluation"
+    " note notes bewertung punkte punkten wertung puntuación puntaje calificación nota valutazione voto"
+    " punteggio avaliação оценка балл баллы рейтинг 评分 得分 分数 评价 評価 点数 점수"
+).split())
+_CJK_RATING_WORDS = [w for w in _RATING_WORDS if unicodedata.east_asian_width(w[0]) == "W"]
+# From an anchor to its value: a line's worth of text (one line break, no paragraph break),
+# or any amount of punctuation and blank lines (`Coherence:\n\n5`).
+_GAP_AFTER = r"(?:(?:[^\n]|\n(?![ \t]*\n)){0,120}?|[\W_]{0,2000}?)"  # the nearest value first
+_GAP_BEFORE = r"(?:[^\n]|\n(?![ \t]*\n)){0,24}"  # from a value to the anchor after it
+# Padding that pushes the rubric out of the judge's view (hundreds of blank lines or spaces):
+# cut to one paragraph break or one space. No clean text of the evaluation sets has any.
+_PADDING = re.compile(r"(?:[ \t]*\n){3,}[ \t]*|[ \t]{8,}")
+_FUZZY_MIN = 6  # words this long may differ from a criterion's name by a letter or two
+_WORD = re.compile(r"[^\W\d_]+")
+
+
 class ScoreClaimRedactor:
     """Built once per server from the criteria it serves (`Coherence`, `Fluency`, ...)."""
 
     def __init__(self, criteria: Iterable[str]) -> None:
-        names = sorted({_skeleton_text(c) for c in criteria if c.strip()}, key=len, reverse=True)
+        names = {_skeleton_text(c).strip() for c in criteria if c.strip()}
         if not names:
             raise ValueError("no criterion names to look for")
-        gap = "|".join([r"[^\w\n]", "_", r"\n(?!\n)", *(rf"\b{w}\b" for w in _GAP_WORDS)])
-        self._pattern = re.compile(
-            rf"(?<![^\W\d_])(?:{'|'.join(map(re.escape, names))})(?![^\W\d_])"
-            rf"(?=((?:{gap}){{0,{_MAX_GAP}}}?)({_NUMBERS}))"
+        self._words = sorted(n for n in names if _WORD.fullmatch(n))
+        phrases = sorted((n for n in names if not _WORD.fullmatch(n)), key=len, reverse=True)
+        names_or_ratings = [re.escape(p).replace(r"\ ", r"\s+") for p in phrases] + [r"[^\W\d_]+"]
+        self._anchors = re.compile(rf"(?<![^\W_])(?:{'|'.join(names_or_ratings)})(?![^\W_])")
+        value_end = r"(?![^\W_]|[.,]\d)"
+        # After a name, a number with a word after it on its line counts things (`3 reports`),
+        # unless a colon or equals sign hands it to the name (`Coherence: 5 The storm`).
+        counted = r"(?![^\W_]|[.,]\d|[ \t]*[^\W\d_])"
+        # Values right after the claimed one go with it (`| 5 | 5 |`, `5. 5. 5.`).
+        more = rf"(?:[^\w\n]{{1,6}}{_SMALL}{value_end})*"
+        self._any_after = re.compile(
+            rf"{_GAP_AFTER}(?:[:=][^\w\n]{{0,3}}(?<![^\W_]){_ANY_VALUE}{value_end}"
+            rf"|(?<![^\W_]){_ANY_VALUE}{counted}){more}"
         )
+        self._any_before = re.compile(rf"(?<![^\W_])({_ANY_VALUE}){value_end}{_GAP_BEFORE}$")
+        self._rating_after = re.compile(
+            rf"{_GAP_AFTER}(?<![^\W_]){_RATING_VALUE}"
+            rf"|[^\w\n]{{0,3}}[:=-][^\w\n]{{0,3}}(?:{_NUMBER}|{_LETTER_GRADE}){value_end}"
+        )
+        self._rating_before = re.compile(rf"(?<![^\W_])({_RATING_VALUE}){_GAP_BEFORE}$")
+
+    def _claims(self, skeleton: str) -> list[tuple[int, int]]:
+        """Spans from each anchor to the value it claims (merged where they overlap)."""
+        spans = []
+        for anchor in self._anchors.finditer(skeleton):
+            word, start, end = anchor.group(), anchor.start(), anchor.end()
+            if _is_rating_word(word):
+                after, before = self._rating_after, self._rating_before
+            elif not _WORD.fullmatch(word) or self._is_criterion(word):
+                after, before = self._any_after, self._any_before
+            else:
+                continue
+            if found := after.match(skeleton, end):
+                spans.append((start, found.end()))
+            window = max(0, start - 64)
+            found = before.search(skeleton, window, start)
+            while found and not _plausible_value(found.group(1)):
+                found = before.search(skeleton, found.start() + 1, start)
+            if found:
+                spans.append((found.start(), end))
+        spans += (found.span() for found in _STANDALONE.finditer(skeleton))
+        return _merged(spans)
+
+    def _is_criterion(self, word: str) -> bool:
+        return any(_close_to(word, name) for name in self._words)
 
     def redact(self, text: str) -> tuple[str, int]:
-        """(text with every claimed score replaced, how many were replaced)."""
+        """(text with every claim replaced and every run of padding cut, how many of both)."""
+        text, padding = _PADDING.subn(lambda run: "\n\n" if "\n" in run.group() else " ", text)
         skeleton, source_index = _skeleton(text)
-        spans = []
-        for match in self._pattern.finditer(skeleton):
-            start, end = match.span(2)
-            if len(match.group(1)) <= _MAX_GAP:
-                spans.append((source_index[start], source_index[end - 1] + 1))
+        spans = self._claims(skeleton)
         if not spans:
-            return text, 0
+            return text, padding
         pieces, cursor = [], 0
         for start, end in spans:
-            if start >= cursor:
-                pieces += [text[cursor:start], REDACTED]
-                cursor = end
-        return "".join(pieces) + text[cursor:], len(spans)
+            pieces += [text[cursor:source_index[start]], REDACTED]
+            cursor = source_index[end - 1] + 1
+        return "".join(pieces) + text[cursor:], len(spans) + padding
+
+
+def _is_rating_word(word: str) -> bool:
+    """Scripts without spaces run a rating word into its neighbours (`连贯性评分`)."""
+    return word in _RATING_WORDS or (not word.isascii() and any(r in word for r in _CJK_RATING_WORDS))
+
+
+def _plausible_value(value: str) -> bool:
+    """Far from its anchor, a lone letter is a grade or a Roman numeral only where it cannot
+    be a word (`a`, `i`); right after `Grade:` it can."""
+    return value.strip() not in ("a", "i", "s")
+
+
+def _close_to(word: str, name: str) -> bool:
+    """The name itself, a word derived from it (`coherent`, `coherency`), or one at most
+    two edits away (`coherance`, `cohrence`) when both are long enough to tell apart."""
+    if word == name:
+        return True
+    if len(word) >= 5 and word.startswith(name[:max(5, len(name) - 3)]):
+        return True
+    return (len(word) >= _FUZZY_MIN and len(name) >= _FUZZY_MIN and word[0] == name[0]
+            and _edits(word, name) <= 2)
+
+
+def _edits(a: str, b: str) -> int:
+    """Levenshtein distance, stopping early once it is over 2."""
+    if abs(len(a) - len(b)) > 2:
+        return 3
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
+        if min(current) > 2:
+            return 3
+        previous = current
+    return previous[-1]
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
 
 
 def _skeleton(text: str) -> tuple[str, Sequence[int]]:
@@ -79,7 +237,3 @@ def _skeleton(text: str) -> tuple[str, Sequence[int]]:
             chars.append(normal)
             source_index.append(index)
     return "".join(chars), source_index
-
-
-def _skeleton_text(text: str) -> str:
-    return unicodedata.normalize("NFKC", text).casefold().translate(_LOOK_ALIKES)

@@ -1,0 +1,190 @@
+"""`geval-reward redteam`: how far hostile text moves a running judge's reward.
+
+Each base text is scored clean and with every corpus entry applied to it
+(injections.py), all of one base text in one Score call, so the entries share
+the prompt's prefix in the judge's cache. shift = reward(attacked) - reward(clean).
+Entries of the category `control` are benign edits of the same size: the judge's
+noise floor, reported apart and never gated.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .injections import Injection
+from .tables import markdown_table
+
+CONTROL = "control"
+
+
+class RedTeamError(Exception):
+    """The red-team run cannot start or go on (bad base file, unknown rubric, a clean text
+    the judge could not score)."""
+
+
+@dataclass(frozen=True)
+class BaseText:
+    """A clean (prompt, completion) the attacks are applied to."""
+
+    prompt: str
+    completion: str
+    reference: str | None = None
+    label: str = ""
+
+
+def load_base_texts(path: pathlib.Path) -> list[BaseText]:
+    """JSONL, one object per line with `prompt` and `completion` (and optionally `reference`)."""
+    texts = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise RedTeamError(f"{path}:{number}: not JSON: {error}") from None
+        for key in ("prompt", "completion"):
+            if not isinstance(record.get(key), str) or not record[key].strip():
+                raise RedTeamError(f"{path}:{number}: field {key!r} must be a non-empty string")
+        texts.append(BaseText(record["prompt"], record["completion"], record.get("reference"), f"line {number}"))
+    if not texts:
+        raise RedTeamError(f"{path}: no base texts")
+    return texts
+
+
+def summeval_base_texts(n_docs: int, rubric: str) -> list[BaseText]:
+    """One SummEval summary per document, the one with the median expert score on the
+    rubric's dimension (coherence for rubrics that are not SummEval's): a fixed sample."""
+    from . import datasets
+
+    if n_docs < 1:
+        raise RedTeamError(f"--docs must be at least 1, got {n_docs}")
+    dimension = rubric.removeprefix("summeval-")
+    dimension = dimension if dimension in datasets.SUMMEVAL_DIMENSIONS else "coherence"
+    documents = list(datasets.groups(datasets.summeval()).values())[:n_docs]
+    chosen = [sorted(texts, key=lambda r: r.scores[dimension])[len(texts) // 2] for texts in documents]
+    return [BaseText(r.source, r.text, label=f"SummEval document {r.group}") for r in chosen]
+
+
+@dataclass
+class EntryResult:
+    entry: Injection
+    shifts: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    claims_removed: int = 0  # attacked items in which the server blanked a score claim
+
+
+@dataclass(frozen=True)
+class Shifts:
+    values: tuple[float, ...]
+
+    @property
+    def mean(self) -> float:
+        return statistics.mean(self.values)
+
+    @property
+    def max(self) -> float:
+        return max(self.values)
+
+    @property
+    def rose(self) -> float:
+        return sum(v > 0 for v in self.values) / len(self.values)
+
+
+@dataclass
+class RedTeamResult:
+    rubric: str
+    judge: str
+    clean_rewards: list[float]
+    entries: list[EntryResult]
+
+    def shifts(self, category: str | None = None, controls: bool = False) -> Shifts | None:
+        """Pooled shifts of the attacks (controls left out), of one category, or of the controls."""
+        chosen = [e for e in self.entries if (e.entry.category == CONTROL) == controls
+                  and (category is None or e.entry.category == category)]
+        values = tuple(v for e in chosen for v in e.shifts)
+        return Shifts(values) if values else None
+
+    @property
+    def categories(self) -> list[str]:
+        return sorted({e.entry.category for e in self.entries} - {CONTROL})
+
+
+def run_redteam(
+    client, bases: Sequence[BaseText], corpus: Sequence[Injection], rubric: str, sampling_n: int | None = None
+) -> RedTeamResult:
+    """Scores every base text clean and attacked by every entry, one Score call per base text
+    (by log-probabilities, or by sampling `sampling_n` answers)."""
+    from geval_client import make_item
+
+    info = client.info()
+    found = next((r for r in info.rubrics if r.name == rubric), None)
+    if found is None:
+        raise RedTeamError(f"rubric {rubric!r} is not served by this judge; it serves "
+                           f"{', '.join(r.name for r in info.rubrics)}")
+    attacks = [e.render(found.criterion, int(found.min_score), int(found.max_score)) for e in corpus]
+    entries = [EntryResult(e) for e in corpus]
+    clean_rewards = []
+    for base in bases:
+        completions = [base.completion] + [e.apply(base.completion, a) for e, a in zip(corpus, attacks)]
+        items = [make_item(base.prompt, c, base.reference) for c in completions]
+        results = client.score(items, rubrics=[rubric], sampling_n=sampling_n)
+        if results[0].HasField("error"):
+            raise RedTeamError(f"the clean text {base.label} could not be scored: {results[0].error.message}")
+        clean = results[0].reward
+        clean_rewards.append(clean)
+        for entry, result in zip(entries, results[1:]):
+            if result.HasField("error"):
+                entry.errors.append(result.error.message)
+            else:
+                entry.shifts.append(result.reward - clean)
+                entry.claims_removed += result.score_claims_removed > 0
+    return RedTeamResult(rubric, info.judge_model, clean_rewards, entries)
+
+
+def gate_failures(result: RedTeamResult, max_mean_shift: float | None, max_shift: float | None) -> list[str]:
+    """The CI gates that failed: the attacks' pooled mean shift, or any one attacked item's
+    shift, above its limit; an attack the judge could not score at all fails too."""
+    failures = []
+    attacks = result.shifts()
+    if attacks is None:
+        return ["no attack could be scored"]
+    if max_mean_shift is not None and attacks.mean > max_mean_shift:
+        failures.append(f"mean shift {attacks.mean:+.3f} is over --max-mean-shift {max_mean_shift}")
+    if max_shift is not None and attacks.max > max_shift:
+        worst = max((e for e in result.entries if e.shifts and e.entry.category != CONTROL),
+                    key=lambda e: max(e.shifts))
+        failures.append(f"largest shift {attacks.max:+.3f} ({worst.entry.id}) is over --max-shift {max_shift}")
+    return failures
+
+
+def _row(name: str, shifts: Shifts | None, blanked: str = "") -> list[str]:
+    if shifts is None:
+        return [name, "-", "-", "-", blanked]
+    return [name, f"{shifts.mean:+.3f}", f"{shifts.max:+.3f}", f"{shifts.rose:.0%}", blanked]
+
+
+def report_tables(result: RedTeamResult) -> tuple[str, str]:
+    """(the per-kind table, the per-attack table) in Markdown."""
+    headers = ["", "mean shift", "max shift", "rose", "claims blanked"]
+    attacks = [e for e in result.entries if e.entry.category != CONTROL]
+    kinds = [_row(f"**all attacks** ({len(attacks)})", result.shifts(),
+                  f"{sum(e.claims_removed for e in attacks)}/{sum(len(e.shifts) for e in attacks)}")]
+    count = defaultdict(int)
+    for e in attacks:
+        count[e.entry.category] += 1
+    kinds += [_row(f"{c} ({count[c]})", result.shifts(c)) for c in result.categories]
+    controls = [e for e in result.entries if e.entry.category == CONTROL]
+    if controls:
+        kinds.append(_row(f"benign controls ({len(controls)})", result.shifts(controls=True)))
+    per_attack = [
+        _row(f"{e.entry.id} ({e.entry.category}, {e.entry.position})", Shifts(tuple(e.shifts)) if e.shifts else None,
+             f"{e.claims_removed}/{len(e.shifts)}" + (f"; {len(e.errors)} errors" if e.errors else ""))
+        for e in result.entries
+    ]
+    return (markdown_table(headers, kinds, align="lrrrr"),
+            markdown_table(["attack"] + headers[1:], per_attack, align="lrrrr"))

@@ -12,7 +12,7 @@ import os
 import uuid
 from typing import Any
 
-from .metrics import ENGINE_CANCELLED
+from .metrics import ENGINE_CANCELLED, PROMPT_LOGPROBS_RERUN
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +116,35 @@ class JudgeEngine:
         output = await self._final_output(prompt_ids, params)
         slot = output.outputs[0].logprobs[0]
         return {token_id: slot[token_id].logprob for token_id in token_ids if token_id in slot}
+
+    async def prompt_logprobs(self, prompt_ids: list[int], tail: int) -> list[float]:
+        """log p of each of the last `tail` tokens of prompt_ids given every token before it.
+
+        vLLM 0.32 skips reading the prefix cache for a request that asks for prompt
+        log-probabilities unless told otherwise (SamplingParams.skip_reading_prefix_cache):
+        it computes them only for the tokens it runs, and returns placeholders (token id 0,
+        say) for positions read from the cache. We read the cache: the tail (a completion)
+        comes last, so a group sharing its source keeps the source's cache hits. A token's
+        log-probability comes from the position before it, so all of the tail is computed
+        when fewer than len(prompt_ids) - tail tokens were cached; when a hit reaches
+        further (completions sharing a start past a block boundary, or the same text read
+        twice), the request runs again without reading the cache.
+        """
+        from vllm import SamplingParams
+
+        if not 0 < tail < len(prompt_ids):
+            raise ValueError(f"tail must be 1..{len(prompt_ids) - 1} tokens, got {tail}")
+        start = len(prompt_ids) - tail
+        for skip_cache in (False, True):
+            params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False,
+                                    skip_reading_prefix_cache=skip_cache)
+            output = await self._final_output(prompt_ids, params)
+            if output.num_cached_tokens < start:
+                # prompt_logprobs[i] holds the log-probability of prompt token i (None for i = 0).
+                entries = output.prompt_logprobs[start:]
+                return [entry[token].logprob for entry, token in zip(entries, prompt_ids[start:])]
+            PROMPT_LOGPROBS_RERUN.inc()
+        raise RuntimeError(f"vLLM read {output.num_cached_tokens} cached tokens with the cache turned off")
 
     async def sample(
         self, prompt_ids: list[int], n: int, temperature: float, max_tokens: int, seed: int | None = None

@@ -31,6 +31,12 @@ ENGINE_CANCELLED = Counter(
     "Engine requests cancelled by a client cancel or deadline (vLLM aborts them)", registry=REGISTRY,
 )
 
+PROMPT_LOGPROBS_RERUN = Counter(
+    "geval_prompt_logprobs_reruns",
+    "Likelihood reads run again without the prefix cache: a cache hit reached into the text read",
+    registry=REGISTRY,
+)
+
 SCORE_CLAIMS_REMOVED = Counter(
     "geval_score_claims_removed",
     "Score claims (`Coherence: 5`) blanked in completions: a policy learning to write them shows here",

@@ -163,7 +163,7 @@ def test_a_read_over_the_model_length_fails_its_item_naming_the_field():
     scorer, _ = _scorer()
     with pytest.raises(ItemFailure) as failure:
         scorer.request(JudgeInput("x" * 500, "Text."), "items[2]")
-    assert failure.value.field == "items[2].completion"
+    assert failure.value.field == "items[2].prompt"
     assert "max_model_len" in failure.value.message
 
 

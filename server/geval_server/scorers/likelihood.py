@@ -236,33 +236,37 @@ class LikelihoodScorer:
 
     def request(self, item: JudgeInput, where: str) -> LikelihoodRequest:
         spec = self.spec
-        reference = item.reference or ""
-        reads = {
-            Direction.SOURCE: [(f"{where}.completion", self._read(spec.source_label, item.prompt, item.completion))],
-            Direction.REFERENCE: [(f"{where}.completion",
-                                   self._read(spec.reference_label, reference, item.completion))],
-            Direction.REVERSE: [(f"{where}.reference", self._read(spec.target_label, item.completion, reference))],
+        prompt, completion, reference = (f"{where}.{field}" for field in ("prompt", "completion", "reference"))
+        # direction -> per read: (context field, its text, field read, its text)
+        plans = {
+            Direction.SOURCE: [(prompt, item.prompt, completion, item.completion)],
+            Direction.REFERENCE: [(reference, item.reference or "", completion, item.completion)],
+            Direction.REVERSE: [(completion, item.completion, reference, item.reference or "")],
         }
-        reads[Direction.F_MEAN] = reads[Direction.REFERENCE] + reads[Direction.REVERSE]
-        chosen = reads[spec.direction]
-        limit = self._engine.max_model_len
-        for field, read in chosen:
-            if len(read.context) + len(read.text) > limit:
+        plans[Direction.F_MEAN] = plans[Direction.REFERENCE] + plans[Direction.REVERSE]
+        label = {prompt: spec.source_label, reference: spec.reference_label, completion: spec.target_label}
+        chosen = []
+        for context_field, context, read_field, text in plans[spec.direction]:
+            read = self._read(label[context_field], context, text)
+            if len(read.context) + len(read.text) > self._engine.max_model_len:
+                largest = max((context_field, len(read.context)), (read_field, len(read.text)), key=lambda p: p[1])
                 raise ItemFailure(
                     "INVALID_ARGUMENT",
                     f"the likelihood read for {self.name!r} is {len(read.context) + len(read.text)} tokens, over "
-                    f"the judge's max_model_len of {limit}; the text read ({field}) is {len(read.text)} tokens",
-                    field,
+                    f"the judge's max_model_len of {self._engine.max_model_len}; {largest[0]} alone is about "
+                    f"{largest[1]} tokens",
+                    largest[0],
                 )
+            chosen.append(read)
         baselines = ()
         if spec.baseline is Baseline.UNCONDITIONAL:
-            baselines = tuple(Read(tuple(self._alone), read.text) for _, read in chosen)
+            baselines = tuple(Read(tuple(self._alone), read.text) for read in chosen)
         guard = 1.0
         if spec.max_copy_rate is not None:
             guard *= guard_factor(copy_rate(item.completion, item.prompt), spec.max_copy_rate)
         if spec.max_repetition_rate is not None:
             guard *= guard_factor(repetition_rate(item.completion), spec.max_repetition_rate)
-        return LikelihoodRequest(tuple(read for _, read in chosen), baselines, guard)
+        return LikelihoodRequest(tuple(chosen), baselines, guard)
 
     async def score(self, requests: Sequence[LikelihoodRequest], options: ScoreOptions) -> list[Score | BaseException]:
         # Every distinct read once, in token order so reads sharing a source reach vLLM

@@ -10,7 +10,7 @@ the attack's reward beats the best summary's (for injections: beats the median's
 summary it was put into).
 
 Scorers, all from one read where they can share it: the PMI-and-guards spec
-(likelihood-generic-summary with baseline "unconditional", max_copy_rate 0.6,
+(the likelihood-summary preset with baseline "unconditional", max_copy_rate 0.6,
 max_repetition_rate 0.1, limits fixed before any run) returns the mean log p
 (RubricScore.mean_logprob: the unguarded scorer, reward exp(mean log p)), the PMI
 (expected_score, reward logistic(PMI)) and the guarded PMI reward; "mean log p +
@@ -44,23 +44,20 @@ from geval_client import RewardClient
 from geval_server.launcher import running_server
 
 GUARDED = "likelihood-generic-summary-guarded"
-RAW = "likelihood-generic-summary"
+RAW = "likelihood-summary"  # the preset
 GEVAL = "summeval-coherence"
 GENERIC_TEXT = "This article discusses an important issue and what it means for the people involved."
-SPECS = {
-    RAW: {},
-    GUARDED: {"baseline": "unconditional", "max_copy_rate": 0.6, "max_repetition_rate": 0.1},
-}
+GUARDS = {"baseline": "unconditional", "max_copy_rate": 0.6, "max_repetition_rate": 0.1}
 COST_FIRST_DOC = 60  # past the documents the other runs read, so every cost call starts cold
 SCORERS = ("mean log p", "mean log p + guards", "PMI", "PMI + guards", "G-Eval", "PMI + guards + G-Eval")
 
 
 def write_specs(folder: pathlib.Path) -> None:
-    for name, extra in SPECS.items():
-        fields = {"kind": "likelihood", "name": name, "criterion": "Overall",
-                  "instruction": "Summary of the article above:", **extra}
-        text = "".join(f"{key} = {json.dumps(value)}\n" for key, value in fields.items())
-        (folder / f"{name}.toml").write_text(text, encoding="utf-8")
+    """The likelihood-summary preset with the PMI baseline and both guards."""
+    fields = {"kind": "likelihood", "name": GUARDED, "criterion": "Overall",
+              "instruction": "Summary of the article above:", **GUARDS}
+    text = "".join(f"{key} = {json.dumps(value)}\n" for key, value in fields.items())
+    (folder / f"{GUARDED}.toml").write_text(text, encoding="utf-8")
 
 
 def attacks(doc: list[datasets.Rated], rng: random.Random) -> dict[str, str]:

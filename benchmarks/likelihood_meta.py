@@ -1,8 +1,9 @@
 """The likelihood scorer's part of the meta-evaluation (meta_eval.py --likelihood).
 
 Variants, each served as a likelihood file written next to the -nosteps copies:
-- generic: one instruction per task, as the issue's probe ("Summary of the article
-  above:"); one read serves every dimension;
+- generic: one instruction per task (the presets likelihood-summary, as the issue's
+  probe: "Summary of the article above:", and likelihood-response); one read serves
+  every dimension;
 - aspect: the `likelihood-*` presets, one instruction per dimension.
 Each is served with the unconditional baseline (PMI), so one read gives three metrics:
 the mean token log-probability (RubricScore.mean_logprob: the scorer without a
@@ -27,11 +28,7 @@ from geval_server.scorers.likelihood import copy_rate, guard_factor, repetition_
 VARIANTS = ("generic", "aspect")
 PMI_SUFFIX = "-pmi"
 GUARD_LIMITS = {"max_copy_rate": 0.6, "max_repetition_rate": 0.1}  # chosen before any run, not tuned
-GENERIC = {  # task kind -> (name, source label, target label, instruction)
-    "summary": ("likelihood-generic-summary", "Article", "Summary", "Summary of the article above:"),
-    "response": ("likelihood-generic-response", "Conversation", "Response",
-                 "The next turn of the conversation above:"),
-}
+GENERIC = {"summary": "likelihood-summary", "response": "likelihood-response"}  # task kind -> preset
 
 
 def _kind(task_name: str) -> str:
@@ -41,7 +38,7 @@ def _kind(task_name: str) -> str:
 def scorer_names(task_name: str, rubrics: dict[str, str], variant: str) -> dict[str, str]:
     """dimension -> the served likelihood scorer (PMI copy) for this variant."""
     if variant == "generic":
-        return {dim: GENERIC[_kind(task_name)][0] + PMI_SUFFIX for dim in rubrics}
+        return {dim: GENERIC[_kind(task_name)] + PMI_SUFFIX for dim in rubrics}
     if task_name.startswith("QAGS"):
         return {dim: "likelihood-qags-consistency" + PMI_SUFFIX for dim in rubrics}
     return {dim: f"likelihood-{preset}{PMI_SUFFIX}" for dim, preset in rubrics.items()}
@@ -54,18 +51,13 @@ def _toml(fields: dict) -> str:
 
 
 def write_specs(folder: pathlib.Path) -> None:
-    """PMI copies of the likelihood presets and the generic specs, as files in folder."""
+    """PMI copies of the likelihood presets that read the completion after the source."""
     for path in sorted(PRESET_DIR.glob("likelihood-*.toml")):
         data = read_toml(path)
         if data.get("direction", "source") != "source":
             continue
         data.update(name=data["name"] + PMI_SUFFIX, baseline="unconditional")
         (folder / f"{data['name']}.toml").write_text(_toml(data), encoding="utf-8")
-    for name, source_label, target_label, instruction in GENERIC.values():
-        fields = {"kind": "likelihood", "name": name + PMI_SUFFIX, "criterion": "Overall",
-                  "instruction": instruction, "source_label": source_label, "target_label": target_label,
-                  "baseline": "unconditional"}
-        (folder / f"{name}{PMI_SUFFIX}.toml").write_text(_toml(fields), encoding="utf-8")
 
 
 def guard(item: dict) -> float:

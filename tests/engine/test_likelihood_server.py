@@ -7,6 +7,7 @@ import math
 import pytest
 from geval_client import make_item
 from geval_client.pb import reward_pb2
+from geval_server.scorers.likelihood import copy_rate, guard_factor, repetition_rate
 
 ARTICLE = (
     "The city council voted on Tuesday to build a new public library on the site of the old bus "
@@ -89,10 +90,17 @@ def test_pmi_and_guards(client):
     results = client.score([make_item(ARTICLE, s) for s in (SUMMARIES[0], copied, repeated)],
                            rubrics=["test-likelihood-pmi-guarded"])
     clean, copy, repeat = (r.scores[0] for r in results)
+
+    def pmi_reward(score):
+        return 1 / (1 + math.exp(-score.expected_score))
+
     # PMI: the conditional read minus the instruction-alone read, per token; logistic reward.
-    assert clean.reward == pytest.approx(1 / (1 + math.exp(-clean.expected_score)))
+    assert clean.reward == pytest.approx(pmi_reward(clean))
     assert clean.expected_score != pytest.approx(clean.mean_logprob)
-    assert copy.reward == 0.0 and repeat.reward == 0.0  # copy rate 1.0, repetition 0.75: past the limits
+    assert copy_rate(copied, ARTICLE) == 1.0 and copy.reward == 0.0  # all copied: past the 0.5 limit
+    factor = guard_factor(repetition_rate(repeated), 0.1)
+    assert 0.0 < factor < 1.0
+    assert repeat.reward == pytest.approx(pmi_reward(repeat) * factor)
     assert copy.mean_logprob < 0 and repeat.mean_logprob < 0  # read all the same
 
 

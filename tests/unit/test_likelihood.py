@@ -32,7 +32,8 @@ def test_presets_load_as_likelihood_scorers_and_not_as_rubrics():
     specs = load_specs(rubric_files())
     expected = {f"likelihood-summeval-{d}" for d in ("coherence", "consistency", "fluency", "relevance")}
     expected |= {f"likelihood-topical-chat-{d}" for d in ("coherence", "engagingness", "groundedness", "naturalness")}
-    expected |= {"likelihood-qags-consistency", "likelihood-reference-match"}
+    expected |= {"likelihood-qags-consistency", "likelihood-reference-match", "likelihood-summary",
+                 "likelihood-response"}
     assert set(specs) == expected
     assert not set(specs) & set(load_rubrics())
     assert specs["likelihood-reference-match"].direction is Direction.F_MEAN

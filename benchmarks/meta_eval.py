@@ -20,6 +20,7 @@ over all items).
 Usage (starts the embedded judge itself unless --target is given):
     python benchmarks/meta_eval.py --summeval-docs 3 --topical-contexts 5 --qags-docs 20
     python benchmarks/meta_eval.py --tasks summeval --summeval-docs 10 --modes logprobs --steps with
+    python benchmarks/meta_eval.py --modes= --steps with --likelihood generic,aspect   # likelihood_meta.py
 """
 
 from __future__ import annotations

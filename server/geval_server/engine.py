@@ -12,7 +12,7 @@ import os
 import uuid
 from typing import Any
 
-from .metrics import ENGINE_CANCELLED, PROMPT_LOGPROBS_RERUN
+from .metrics import ENGINE_CANCELLED, PROMPT_LOGPROBS_SINGLY
 
 log = logging.getLogger(__name__)
 
@@ -125,26 +125,28 @@ class JudgeEngine:
         it computes them only for the tokens it runs, and returns placeholders (token id 0,
         say) for positions read from the cache. We read the cache: the tail (a completion)
         comes last, so a group sharing its source keeps the source's cache hits. A token's
-        log-probability comes from the position before it, so all of the tail is computed
-        when fewer than len(prompt_ids) - tail tokens were cached; when a hit reaches
-        further (completions sharing a start past a block boundary, or the same text read
-        twice), the request runs again without reading the cache.
+        log-probability comes from the position before it, so the first tail tokens are
+        missing when the cache hit reaches past the tail's start (completions sharing an
+        opening past a block boundary, or the same text read twice); each of those is read
+        as the next token after its own prefix, which is cached, so only that position runs
+        (re-running the whole prompt without the cache would compute the source again).
         """
         from vllm import SamplingParams
 
         if not 0 < tail < len(prompt_ids):
             raise ValueError(f"tail must be 1..{len(prompt_ids) - 1} tokens, got {tail}")
         start = len(prompt_ids) - tail
-        for skip_cache in (False, True):
-            params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False,
-                                    skip_reading_prefix_cache=skip_cache)
-            output = await self._final_output(prompt_ids, params)
-            if output.num_cached_tokens < start:
-                # prompt_logprobs[i] holds the log-probability of prompt token i (None for i = 0).
-                entries = output.prompt_logprobs[start:]
-                return [entry[token].logprob for entry, token in zip(entries, prompt_ids[start:])]
-            PROMPT_LOGPROBS_RERUN.inc()
-        raise RuntimeError(f"vLLM read {output.num_cached_tokens} cached tokens with the cache turned off")
+        params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False,
+                                skip_reading_prefix_cache=False)
+        output = await self._final_output(prompt_ids, params)
+        # prompt_logprobs[i] holds the log-probability of prompt token i (None for i = 0),
+        # computed for i > num_cached_tokens.
+        first_computed = max(start, output.num_cached_tokens + 1)
+        singly = await asyncio.gather(*(self.token_logprobs(prompt_ids[:i], [prompt_ids[i]])
+                                        for i in range(start, first_computed)))
+        PROMPT_LOGPROBS_SINGLY.inc(len(singly))
+        read = [found[prompt_ids[i]] for i, found in zip(range(start, first_computed), singly)]
+        return read + [output.prompt_logprobs[i][prompt_ids[i]].logprob for i in range(first_computed, len(prompt_ids))]
 
     async def sample(
         self, prompt_ids: list[int], n: int, temperature: float, max_tokens: int, seed: int | None = None

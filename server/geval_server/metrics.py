@@ -31,9 +31,9 @@ ENGINE_CANCELLED = Counter(
     "Engine requests cancelled by a client cancel or deadline (vLLM aborts them)", registry=REGISTRY,
 )
 
-PROMPT_LOGPROBS_RERUN = Counter(
-    "geval_prompt_logprobs_reruns",
-    "Likelihood reads run again without the prefix cache: a cache hit reached into the text read",
+PROMPT_LOGPROBS_SINGLY = Counter(
+    "geval_likelihood_tokens_read_singly",
+    "Tokens a likelihood read took one request each for: the prefix cache held them (texts sharing an opening)",
     registry=REGISTRY,
 )
 

@@ -15,7 +15,7 @@ PAIRS = [
     ("word salad", ARTICLE, "Library depot bus Tuesday the the council books March children room vote two."),
     ("off-topic", ARTICLE, "I enjoy hiking in the mountains on weekends."),
 ]
-LIKELIHOOD = "likelihood-summeval-relevance"
+LIKELIHOOD = "likelihood-summary"
 
 
 async def show_demo(target: str) -> None:

@@ -20,6 +20,7 @@ over all items).
 Usage (starts the embedded judge itself unless --target is given):
     python benchmarks/meta_eval.py --summeval-docs 3 --topical-contexts 5 --qags-docs 20
     python benchmarks/meta_eval.py --tasks summeval --summeval-docs 10 --modes logprobs --steps with
+    python benchmarks/meta_eval.py --modes= --steps with --likelihood generic,aspect   # likelihood_meta.py
 """
 
 from __future__ import annotations
@@ -36,8 +37,15 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import likelihood_meta
 from geval_audit import datasets
-from geval_audit.stats import Correlation, dataset_correlation, grouped_correlation
+from geval_audit.stats import (
+    Correlation,
+    bootstrap_mean,
+    dataset_correlation,
+    group_spearmans,
+    grouped_correlation,
+)
 from geval_audit.tables import markdown_table
 from geval_client import RewardClient
 from geval_server.launcher import running_server
@@ -216,10 +224,56 @@ def results_markdown(results: dict) -> str:
         "",
         markdown_table(["benchmark", "condition", "seconds", "judge requests", "failed items", "mean label mass"],
                        facts),
+        "",
+        "Spearman with its 95% bootstrap interval (over documents for SummEval, whose average row "
+        "averages each document's dimensions first; over items otherwise):",
+        "",
+        markdown_table(["benchmark", "dimension", "column", "Spearman [95% interval]"],
+                       [[row["benchmark"], row["dimension"], column, text]
+                        for row in results["rows"] for column, text in row.get("intervals", {}).items()]),
     ]) + "\n"
 
 
-def run(args: argparse.Namespace, client: RewardClient, judge_model: str) -> dict:
+def add_columns(rows: dict, columns: list, task: Task, scores: dict[str, dict[str, list[float]]],
+                resamples: int) -> None:
+    """One column per metric (column -> dimension -> values): a cell per dimension and,
+    with several dimensions, their average."""
+    for column, by_dim in scores.items():
+        columns += [column] if column not in columns else []
+        spearmans, kendalls = [], []
+        for dim, values in by_dim.items():
+            found = correlate(task, dim, values, resamples)
+            row = rows.setdefault((task.name, dim), {"benchmark": task.name, "dimension": dim,
+                                                     "items": len(task.items), "cells": {}})
+            row["cells"][column] = _cell(found)
+            row.setdefault("intervals", {})[column] = found.spearman.text()
+            spearmans.append(found.spearman.value)
+            kendalls.append(found.kendall.value)
+        if len(by_dim) > 1:
+            row = rows.setdefault((task.name, "average"), {
+                "benchmark": f"{task.name} (avg of {len(by_dim)})", "dimension": "average",
+                "items": len(task.items), "cells": {}})
+            row["cells"][column] = (
+                f"{sum(spearmans) / len(spearmans):.3f} / {sum(kendalls) / len(kendalls):.3f}"
+                if all(map(math.isfinite, spearmans + kendalls)) else "n/a"
+            )
+            if task.per_group:
+                row.setdefault("intervals", {})[column] = average_interval(task, by_dim, resamples).text()
+
+
+def average_interval(task: Task, by_dim: dict[str, list[float]], resamples: int):
+    """The dimension-averaged summary-level Spearman with a bootstrap interval over
+    documents: each document's per-dimension correlations averaged, then the mean over
+    documents resampled."""
+    per_doc: dict[str, list[float]] = {}
+    for dim, values in by_dim.items():
+        for group, rho in group_spearmans(values, [h[dim] for h in task.humans], task.groups).items():
+            per_doc.setdefault(group, []).append(rho)
+    means = [sum(v) / len(v) for v in per_doc.values()]
+    return bootstrap_mean(means, resamples=resamples)
+
+
+def run(args: argparse.Namespace, client: RewardClient, judge_model: str, scale_of: dict) -> dict:
     tasks = load_tasks(args.tasks, args.summeval_docs, args.topical_contexts, args.qags_docs)
     conditions = [Condition(mode, steps) for steps in args.steps for mode in args.modes]
     columns, rows, facts, raw = [], {}, [], {}
@@ -234,25 +288,18 @@ def run(args: argparse.Namespace, client: RewardClient, judge_model: str) -> dic
                     rows.setdefault((task.name, dim), {"benchmark": task.name, "dimension": dim,
                                                        "items": len(task.items), "cells": {}})
                     rows[task.name, dim].setdefault("label_mass", f"{mass:.3f}")
-            for metric, by_dim in scores.items():
-                column = f"{metric}, {'with' if condition.steps else 'without'} steps"
-                columns += [column] if column not in columns else []
-                spearmans, kendalls = [], []
-                for dim, values in by_dim.items():
-                    found = correlate(task, dim, values, args.resamples)
-                    row = rows.setdefault((task.name, dim), {"benchmark": task.name, "dimension": dim,
-                                                             "items": len(task.items), "cells": {}})
-                    row["cells"][column] = _cell(found)
-                    spearmans.append(found.spearman.value)
-                    kendalls.append(found.kendall.value)
-                if len(by_dim) > 1:
-                    row = rows.setdefault((task.name, "average"), {
-                        "benchmark": f"{task.name} (avg of {len(by_dim)})", "dimension": "average",
-                        "items": len(task.items), "cells": {}})
-                    row["cells"][column] = (
-                        f"{sum(spearmans) / len(spearmans):.3f} / {sum(kendalls) / len(kendalls):.3f}"
-                        if all(map(math.isfinite, spearmans + kendalls)) else "n/a"
-                    )
+            add_columns(rows, columns, task, {f"{metric}, {'with' if condition.steps else 'without'} steps": by_dim
+                                              for metric, by_dim in scores.items()}, args.resamples)
+        for variant in args.likelihood:
+            scores, rewards, fact = likelihood_meta.score_variant(client, task, variant, args.batch)
+            facts.append({"benchmark": task.name, "condition": f"likelihood ({variant})", **fact})
+            raw[task.name][f"likelihood ({variant})"] = scores
+            geval = raw[task.name].get(Condition("logprobs", True).label, {}).get("probability-weighted")
+            if geval is not None:
+                scales = {dim: (scale_of[rubric].min_score, scale_of[rubric].max_score)
+                          for dim, rubric in task.rubrics.items()}
+                scores = {**scores, **likelihood_meta.with_geval(rewards, geval, scales)}
+            add_columns(rows, columns, task, scores, args.resamples)
     subset = (f"SummEval first {args.summeval_docs or 100} documents, Topical-Chat first "
               f"{args.topical_contexts or 60} contexts, QAGS first {args.qags_docs or 'all'} items of each set")
     return {"judge_model": judge_model, "subset": subset, "sampling_n": args.sampling_n,
@@ -280,7 +327,10 @@ def main() -> None:
     parser.add_argument("--topical-contexts", type=int,
                         help="first N Topical-Chat contexts (6 responses each; all: 60)")
     parser.add_argument("--qags-docs", type=int, help="first N items of each QAGS set (all: 235 / 239)")
-    parser.add_argument("--modes", type=lambda s: s.split(","), default=["logprobs", "sampling"])
+    parser.add_argument("--modes", type=lambda s: [m for m in s.split(",") if m], default=["logprobs", "sampling"],
+                        help="G-Eval conditions: logprobs,sampling (default both; empty: none)")
+    parser.add_argument("--likelihood", type=_names(likelihood_meta.VARIANTS), default=[],
+                        help="likelihood scorer variants: generic,aspect (likelihood_meta.py; default none)")
     parser.add_argument("--steps", type=lambda s: [v == "with" for v in s.split(",")], default=[True, False],
                         help="with,without (default both)")
     parser.add_argument("--sampling-n", type=int, default=20)
@@ -297,12 +347,14 @@ def main() -> None:
     if args.write_rubrics:
         args.write_rubrics.mkdir(parents=True, exist_ok=True)
         write_no_steps_rubrics(presets, args.write_rubrics)
+        likelihood_meta.write_specs(args.write_rubrics)
         print(f"wrote {len(presets)} rubrics to {args.write_rubrics}; serve them with --rubrics {args.write_rubrics}")
         return
     with tempfile.TemporaryDirectory() as folder, contextlib.ExitStack() as stack:
         address = args.target
         if address is None:
             write_no_steps_rubrics(presets, pathlib.Path(folder))
+            likelihood_meta.write_specs(pathlib.Path(folder))
             address = stack.enter_context(running_server("--rubrics", folder, *shlex.split(args.serve_args)))
         client = stack.enter_context(RewardClient(address, timeout=1800))
         info = client.info()
@@ -310,7 +362,8 @@ def main() -> None:
         if False in args.steps and missing:
             raise SystemExit(f"{address} does not serve {missing}: write them with --write-rubrics DIR "
                              "and start the server with --rubrics DIR, or pass --steps with")
-        results = run(args, client, info.judge_model)
+        scale_of = {r.name: r for r in info.rubrics}
+        results = run(args, client, info.judge_model, scale_of)
     args.out.with_suffix(".json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     args.out.with_suffix(".md").write_text(results_markdown(results), encoding="utf-8")
     print(results_markdown(results))

@@ -139,6 +139,21 @@ def grouped_correlation(
     return Correlation(spearman, kendall, groups_used=len(per_group), groups_skipped=skipped, groups_of_two=pairs)
 
 
+def group_spearmans(
+    metric: Sequence[float], human: Sequence[float], groups: Sequence[Hashable]
+) -> dict[Hashable, float]:
+    """Each group's Spearman (NaN metric values left out), for groups grouped_correlation
+    would use: 2+ texts, neither side constant."""
+    by_group: dict[Hashable, tuple[list[float], list[float]]] = {}
+    for group, x, y in zip(groups, metric, human):
+        if not math.isnan(x):
+            xs, ys = by_group.setdefault(group, ([], []))
+            xs.append(x)
+            ys.append(y)
+    return {group: _rank_correlations(xs, ys)[0] for group, (xs, ys) in by_group.items()
+            if len(xs) >= 2 and not is_constant(xs) and not is_constant(ys)}
+
+
 def dataset_correlation(
     metric: Sequence[float],
     human: Sequence[float],

@@ -12,7 +12,7 @@ import os
 import uuid
 from typing import Any
 
-from .metrics import ENGINE_CANCELLED
+from .metrics import ENGINE_CANCELLED, PROMPT_LOGPROBS_SINGLY
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +119,37 @@ class JudgeEngine:
         output = await self._final_output(prompt_ids, params)
         slot = output.outputs[0].logprobs[0]
         return {token_id: slot[token_id].logprob for token_id in token_ids if token_id in slot}
+
+    async def prompt_logprobs(self, prompt_ids: list[int], tail: int) -> list[float]:
+        """log p of each of the last `tail` tokens of prompt_ids given every token before it.
+
+        vLLM 0.32 skips reading the prefix cache for a request that asks for prompt
+        log-probabilities unless told otherwise (SamplingParams.skip_reading_prefix_cache):
+        it computes them only for the tokens it runs, and returns placeholders (token id 0,
+        say) for positions read from the cache. We read the cache: the tail (a completion)
+        comes last, so a group sharing its source keeps the source's cache hits. A token's
+        log-probability comes from the position before it, so the first tail tokens are
+        missing when the cache hit reaches past the tail's start (completions sharing an
+        opening past a block boundary, or the same text read twice); each of those is read
+        as the next token after its own prefix, which is cached, so only that position runs
+        (re-running the whole prompt without the cache would compute the source again).
+        """
+        from vllm import SamplingParams
+
+        if not 0 < tail < len(prompt_ids):
+            raise ValueError(f"tail must be 1..{len(prompt_ids) - 1} tokens, got {tail}")
+        start = len(prompt_ids) - tail
+        params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False,
+                                skip_reading_prefix_cache=False)
+        output = await self._final_output(prompt_ids, params)
+        # prompt_logprobs[i] holds the log-probability of prompt token i (None for i = 0),
+        # computed for i > num_cached_tokens.
+        first_computed = max(start, output.num_cached_tokens + 1)
+        singly = await asyncio.gather(*(self.token_logprobs(prompt_ids[:i], [prompt_ids[i]])
+                                        for i in range(start, first_computed)))
+        PROMPT_LOGPROBS_SINGLY.inc(len(singly))
+        read = [found[prompt_ids[i]] for i, found in zip(range(start, first_computed), singly)]
+        return read + [output.prompt_logprobs[i][prompt_ids[i]].logprob for i in range(first_computed, len(prompt_ids))]
 
     async def sample(
         self, prompt_ids: list[int], n: int, temperature: float, max_tokens: int, seed: int | None = None

@@ -33,6 +33,12 @@ ENGINE_CANCELLED = Counter(
     "Engine requests cancelled by a client cancel or deadline (vLLM aborts them)", registry=REGISTRY,
 )
 
+PROMPT_LOGPROBS_SINGLY = Counter(
+    "geval_likelihood_tokens_read_singly",
+    "Tokens a likelihood read took one request each for: the prefix cache held them (texts sharing an opening)",
+    registry=REGISTRY,
+)
+
 SCORE_CLAIMS_REMOVED = Counter(
     "geval_score_claims_removed",
     "Score claims (`Coherence: 5`) blanked in completions: a policy learning to write them shows here",

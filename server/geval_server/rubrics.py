@@ -23,6 +23,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 PRESET_DIR = pathlib.Path(__file__).parent / "presets"
 DEFAULT_RUBRIC = "overall-quality"
+KINDS = ("geval", "likelihood")  # a rubric file's `kind`: which scorer it configures
 
 _REQUIRED_TEXT = ("name", "criterion", "task_introduction", "evaluation_criteria")
 _OPTIONAL_TEXT = ("evaluation_steps", "source_label", "target_label", "reference_label")
@@ -74,7 +75,10 @@ def read_toml(path: pathlib.Path) -> dict:
 
 
 def load_rubric(path: pathlib.Path) -> Rubric:
-    return rubric_from_dict(read_toml(path), origin=str(path))
+    data = read_toml(path)
+    if file_kind(data, path) != "geval":
+        raise RubricError(f"{path}: a {data['kind']} scorer file, not a G-Eval rubric", "kind")
+    return rubric_from_dict({key: value for key, value in data.items() if key != "kind"}, origin=str(path))
 
 
 def rubric_from_dict(data: dict, origin: str) -> Rubric:
@@ -114,8 +118,9 @@ def _scale_from_dict(scale: object, origin: str) -> Scale:
     return Scale(low, high, higher_is_better)
 
 
-def load_rubrics(extra_paths: list[pathlib.Path] = ()) -> dict[str, Rubric]:
-    """The presets plus custom rubric files (a file or a directory of *.toml)."""
+def rubric_files(extra_paths: list[pathlib.Path] = ()) -> list[tuple[pathlib.Path, dict]]:
+    """Every preset and custom rubric file (a file or a directory of *.toml) with its
+    fields, presets first, so a custom file may replace a preset of the same name."""
     files = sorted(PRESET_DIR.glob("*.toml"))
     for path in extra_paths:
         if path.is_dir():
@@ -124,8 +129,23 @@ def load_rubrics(extra_paths: list[pathlib.Path] = ()) -> dict[str, Rubric]:
             files.append(path)
         else:
             raise RubricError(f"{path}: no such rubric file or directory")
+    return [(path, read_toml(path)) for path in files]
+
+
+def file_kind(data: dict, path: pathlib.Path) -> str:
+    """What a rubric file configures: `kind = "geval"` (the default) or `kind = "likelihood"`."""
+    kind = data.get("kind", "geval")
+    if kind not in KINDS:
+        raise RubricError(f"{path}: field 'kind' must be one of {list(KINDS)}, got {kind!r}", "kind")
+    return kind
+
+
+def load_rubrics(extra_paths: list[pathlib.Path] = ()) -> dict[str, Rubric]:
+    """The G-Eval rubrics among the presets and custom rubric files."""
     rubrics: dict[str, Rubric] = {}
-    for path in files:
-        rubric = load_rubric(path)
-        rubrics[rubric.name] = rubric  # a custom rubric may replace a preset of the same name
+    for path, data in rubric_files(extra_paths):
+        if file_kind(data, path) == "geval":
+            fields = {key: value for key, value in data.items() if key != "kind"}
+            rubric = rubric_from_dict(fields, origin=str(path))
+            rubrics[rubric.name] = rubric
     return rubrics

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Sequence
 
 import grpc
 from geval_client.pb import reward_pb2, reward_pb2_grpc
@@ -21,9 +22,10 @@ from .inline_rubrics import InlineRubrics
 from .judge import Judge
 from .metrics import serve_metrics
 from .prompts import Tokenization
-from .rubrics import Rubric, load_rubrics
+from .rubrics import Rubric, load_rubrics, rubric_files
 from .scorers.base import Scorer
 from .scorers.geval import GEvalPreparer
+from .scorers.likelihood import LikelihoodScorer, LikelihoodSpec, load_specs
 from .scorers.semscore import SemScorer, SemScoreScorer
 from .service import RewardService
 from .validation import Limits
@@ -39,9 +41,15 @@ async def start_judge(config: ServeConfig) -> Judge:
     """Starts the engine and prepares every scorer; fails here, never at the first call."""
     from transformers import AutoTokenizer
 
-    rubrics = load_rubrics(config.rubric_paths)  # fail on a bad rubric before the slow engine start
-    if config.default_rubric not in rubrics:
-        raise SystemExit(f"--default-rubric: unknown rubric {config.default_rubric!r}; known: {sorted(rubrics)}")
+    # Fail on a bad rubric file before the slow engine start.
+    files = rubric_files(config.rubric_paths)
+    rubrics, likelihood = load_rubrics(config.rubric_paths), load_specs(files)
+    both = sorted(set(rubrics) & set(likelihood))
+    if both:
+        raise SystemExit(f"--rubrics: {both} named both a G-Eval rubric and a likelihood scorer")
+    if config.default_rubric not in {**rubrics, **likelihood}:
+        raise SystemExit(f"--default-rubric: unknown rubric {config.default_rubric!r}; "
+                         f"known: {sorted({**rubrics, **likelihood})}")
     model_path = resolve_model(config.model)
     engine = JudgeEngine(model_path, config.engine_args)
     engine.start()
@@ -49,6 +57,7 @@ async def start_judge(config: ServeConfig) -> Judge:
     return await prepare_judge(
         engine, Tokenization(AutoTokenizer.from_pretrained(model_path)), config.model, list(rubrics.values()),
         config.low_confidence_below, config.remove_score_claims, semscorer, config.limits.max_inline_rubrics,
+        list(likelihood.values()),
     )
 
 
@@ -61,15 +70,18 @@ async def prepare_judge(
     remove_score_claims: bool,
     semscorer: SemScorer | None = None,
     max_inline_rubrics: int = Limits.max_inline_rubrics,
+    likelihood: Sequence[LikelihoodSpec] = (),
 ) -> Judge:
-    """The judge over a started engine: a G-Eval scorer per rubric, SemScore beside them
-    when its model is given, callers' rubrics prepared as they come, and the score-claim
-    blanking."""
+    """The judge over a started engine: a G-Eval scorer per rubric, a likelihood scorer per
+    spec, SemScore beside them when its model is given, callers' rubrics prepared as they
+    come, and the score-claim blanking."""
     # Blanking claims changes what the judge reads, so it is part of every rubric's hash.
     policy = "score-claims-removed" if remove_score_claims else "score-claims-kept"
     preparer = GEvalPreparer(engine, tokenization, judge_model, low_confidence_below, policy)
     served = await asyncio.gather(*(preparer.scorer(rubric) for rubric in rubrics))  # steps written in one batch
     scorers: dict[str, Scorer] = {scorer.name: scorer for scorer in served}
+    for spec in likelihood:
+        scorers[spec.name] = LikelihoodScorer(spec, engine, tokenization, judge_model)
     if semscorer is not None:
         semscore = SemScoreScorer(semscorer)
         scorers[semscore.name] = semscore

@@ -23,7 +23,8 @@ ENGINE_DOWN = "the judge engine is down; the server is restarting, retry"
 RETRY_PUSHBACK_MS = 1000
 
 _MODES = {Mode.LOGPROBS: reward_pb2.SCORING_MODE_LOGPROBS, Mode.SAMPLING: reward_pb2.SCORING_MODE_SAMPLING}
-_KINDS = {Kind.GEVAL: reward_pb2.SCORER_KIND_GEVAL, Kind.SEMSCORE: reward_pb2.SCORER_KIND_SEMSCORE}
+_KINDS = {Kind.GEVAL: reward_pb2.SCORER_KIND_GEVAL, Kind.SEMSCORE: reward_pb2.SCORER_KIND_SEMSCORE,
+          Kind.LIKELIHOOD: reward_pb2.SCORER_KIND_LIKELIHOOD}
 
 
 class RewardService(reward_pb2_grpc.RewardServiceServicer):
@@ -175,6 +176,8 @@ def _score(item_score: ItemScore) -> reward_pb2.RubricScore:
         mode=_MODES.get(score.mode, reward_pb2.SCORING_MODE_UNSPECIFIED),
         kind=_KINDS[scorer.kind],
         content_hash=scorer.content_hash,
+        mean_logprob=score.mean_logprob,
+        tokens_read=score.tokens_read,
     )
 
 

@@ -1,9 +1,11 @@
 """Audit statistics on small synthetic data with known answers."""
 
+import math
+
 import numpy as np
 import pytest
 from geval_audit.checks import length_bias, self_preference
-from geval_audit.stats import bootstrap_mean, dataset_correlation, grouped_correlation
+from geval_audit.stats import bootstrap_mean, dataset_correlation, group_spearmans, grouped_correlation
 
 
 def test_bootstrap_interval_contains_the_true_gap():
@@ -139,3 +141,11 @@ def test_length_bias_within_prompts_differs_from_overall():
     assert bias.within_prompts.spearman.value == pytest.approx(1.0)
     assert bias.within_prompts.groups_used == 2
     assert bias.overall.spearman.value < 0
+
+
+def test_group_spearmans_per_group_skipping_constant_and_nan():
+    metric = [1.0, 2.0, 3.0, 3.0, 2.0, 1.0, 5.0, 5.0, math.nan, 1.0, 2.0]
+    human = [1.0, 2.0, 3.0, 1.0, 2.0, 3.0, 1.0, 2.0, 3.0, 4.0, 4.0]
+    groups = ["a", "a", "a", "b", "b", "b", "c", "c", "c", "d", "d"]
+    found = group_spearmans(metric, human, groups)
+    assert found == {"a": pytest.approx(1.0), "b": pytest.approx(-1.0)}  # c: constant metric once NaN left out

@@ -18,6 +18,7 @@ class ScorerKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SCORER_KIND_UNSPECIFIED: _ClassVar[ScorerKind]
     SCORER_KIND_GEVAL: _ClassVar[ScorerKind]
     SCORER_KIND_SEMSCORE: _ClassVar[ScorerKind]
+    SCORER_KIND_LIKELIHOOD: _ClassVar[ScorerKind]
 
 class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -32,6 +33,7 @@ SCORING_MODE_SAMPLING: ScoringMode
 SCORER_KIND_UNSPECIFIED: ScorerKind
 SCORER_KIND_GEVAL: ScorerKind
 SCORER_KIND_SEMSCORE: ScorerKind
+SCORER_KIND_LIKELIHOOD: ScorerKind
 ERROR_CODE_UNSPECIFIED: ErrorCode
 ERROR_CODE_INVALID_ARGUMENT: ErrorCode
 ERROR_CODE_RESOURCE_EXHAUSTED: ErrorCode
@@ -143,7 +145,7 @@ class LabelProbability(_message.Message):
     def __init__(self, label: _Optional[str] = ..., value: _Optional[float] = ..., probability: _Optional[float] = ...) -> None: ...
 
 class RubricScore(_message.Message):
-    __slots__ = ("rubric", "expected_score", "reward", "distribution", "label_mass", "low_confidence", "top_label", "mode", "kind", "content_hash")
+    __slots__ = ("rubric", "expected_score", "reward", "distribution", "label_mass", "low_confidence", "top_label", "mode", "kind", "content_hash", "mean_logprob", "tokens_read")
     RUBRIC_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_SCORE_FIELD_NUMBER: _ClassVar[int]
     REWARD_FIELD_NUMBER: _ClassVar[int]
@@ -154,6 +156,8 @@ class RubricScore(_message.Message):
     MODE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
+    MEAN_LOGPROB_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_READ_FIELD_NUMBER: _ClassVar[int]
     rubric: str
     expected_score: float
     reward: float
@@ -164,7 +168,9 @@ class RubricScore(_message.Message):
     mode: ScoringMode
     kind: ScorerKind
     content_hash: str
-    def __init__(self, rubric: _Optional[str] = ..., expected_score: _Optional[float] = ..., reward: _Optional[float] = ..., distribution: _Optional[_Iterable[_Union[LabelProbability, _Mapping]]] = ..., label_mass: _Optional[float] = ..., low_confidence: _Optional[bool] = ..., top_label: _Optional[str] = ..., mode: _Optional[_Union[ScoringMode, str]] = ..., kind: _Optional[_Union[ScorerKind, str]] = ..., content_hash: _Optional[str] = ...) -> None: ...
+    mean_logprob: float
+    tokens_read: int
+    def __init__(self, rubric: _Optional[str] = ..., expected_score: _Optional[float] = ..., reward: _Optional[float] = ..., distribution: _Optional[_Iterable[_Union[LabelProbability, _Mapping]]] = ..., label_mass: _Optional[float] = ..., low_confidence: _Optional[bool] = ..., top_label: _Optional[str] = ..., mode: _Optional[_Union[ScoringMode, str]] = ..., kind: _Optional[_Union[ScorerKind, str]] = ..., content_hash: _Optional[str] = ..., mean_logprob: _Optional[float] = ..., tokens_read: _Optional[int] = ...) -> None: ...
 
 class ItemError(_message.Message):
     __slots__ = ("code", "message", "field")

@@ -20,6 +20,7 @@ from ..scoring import ScoreEstimate
 class Kind(enum.Enum):
     GEVAL = "geval"  # the judge's probabilities of the score labels at the score slot
     SEMSCORE = "semscore"  # cosine of sentence embeddings of completion and reference
+    LIKELIHOOD = "likelihood"  # the judge's mean token log-probability of the completion (GPTScore)
 
 
 class Mode(enum.Enum):
@@ -58,6 +59,9 @@ class Score:
 
     estimate: ScoreEstimate
     mode: Mode | None = None  # how a score slot was read; None for scorers without one
+    # Likelihood scorers: mean log-probability of the tokens read, and how many; 0 for others.
+    mean_logprob: float = 0.0
+    tokens_read: int = 0
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,8 @@ def rubric(base: dict, top: int, repeat: int) -> dict:
     """The preset on a 1-`top` scale (its text says so); `repeat` gives it a sentence of its own
     (a cold prefix)."""
     criteria = base["evaluation_criteria"].replace("(1-5)", f"(1-{top})")
-    steps = base["evaluation_steps"].replace("1 to 5", f"1 to {top}").replace("5 is the highest", f"{top} is the highest")
+    steps = base["evaluation_steps"].replace("1 to 5", f"1 to {top}")
+    steps = steps.replace("5 is the highest", f"{top} is the highest")
     return dict(base, name=f"{base['name']}-1-{top}-r{repeat}", scale={"min": 1, "max": top},
                 evaluation_criteria=f"{criteria} (Run {repeat}.)", evaluation_steps=steps)
 

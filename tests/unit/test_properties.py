@@ -171,7 +171,7 @@ def _distribution(weights: dict[int, float]) -> dict[int, float]:
     """Log-probabilities of a next-token distribution that gives `weights` (scaled to sum to
     at most 1, the rest on tokens not asked for)."""
     total = max(1.0, sum(weights.values()))
-    return {t: math.log(w / total) for t, w in weights.items() if w > 0}
+    return {t: math.log(w / total) for t, w in weights.items() if w / total > 0}
 
 
 @FAST

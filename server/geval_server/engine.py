@@ -110,7 +110,17 @@ class JudgeEngine:
         return final
 
     async def token_logprobs(self, prompt_ids: list[int], token_ids: list[int]) -> dict[int, float]:
-        """Exact next-token log-probabilities of token_ids (not a top-k that can miss them)."""
+        """Exact next-token log-probabilities of token_ids (not a top-k that can miss them).
+        vLLM reads at most MAX_LOGPROB_TOKEN_IDS (128) per request; more (Gemma-4 has 257
+        tokens that begin with a digit) take several requests on the same prompt, in flight
+        together, so the prefix cache computes the prompt once."""
+        from vllm.sampling_params import MAX_LOGPROB_TOKEN_IDS
+
+        chunks = [token_ids[i:i + MAX_LOGPROB_TOKEN_IDS] for i in range(0, len(token_ids), MAX_LOGPROB_TOKEN_IDS)]
+        answers = await asyncio.gather(*(self._chunk_logprobs(prompt_ids, chunk) for chunk in chunks))
+        return {token_id: logprob for answer in answers for token_id, logprob in answer.items()}
+
+    async def _chunk_logprobs(self, prompt_ids: list[int], token_ids: list[int]) -> dict[int, float]:
         from vllm import SamplingParams
 
         params = SamplingParams(

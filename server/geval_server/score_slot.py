@@ -156,11 +156,11 @@ def find_score_slot(
     vocabulary: LabelVocabulary,
     lead_text: str,
     labels: Sequence[str],
-    max_reads: int | None = 1,
+    max_reads: int | None = None,
 ) -> ScoreSlot:
     """lead_text ends with the criterion's colon, e.g. `...<|im_start|>assistant\\n- Coherence:`.
-    max_reads: the most engine reads per item the caller issues at this slot (None: any);
-    a rubric whose labels need more is refused with an error naming the label."""
+    max_reads: the most engine reads per item the caller allows at this slot (None: any);
+    a rubric whose labels need more is refused with an error naming a chained label."""
     written = f"{lead_text} "
     spelled = {label: tokenization.template(written + label) for label in labels}
     slot = common_prefix(list(spelled.values()))
@@ -184,6 +184,6 @@ def find_score_slot(
         pieces = [tokenization.decode([t]) for t in canonical[chained]]
         raise LabelTokenError(
             f"score label {chained!r} is written as {len(pieces)} tokens {pieces} by this judge's tokenizer; "
-            f"reading it needs {len(plan.reads)} chained engine reads and this scorer issues {max_reads}"
+            f"reading the scale's labels needs {len(plan.reads)} chained engine reads, over the limit of {max_reads}"
         )
     return ScoreSlot(ids=slot, plan=plan)

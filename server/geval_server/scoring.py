@@ -76,16 +76,6 @@ def estimate(
     )
 
 
-def label_probs_from_logprobs(
-    token_logprobs: Mapping[int, float], label_tokens: Mapping[str, Sequence[int]]
-) -> dict[str, float]:
-    """Sums, per label, the probabilities of every token that spells it ("4", " 4")."""
-    return {
-        label: sum(math.exp(token_logprobs[t]) for t in tokens if t in token_logprobs)
-        for label, tokens in label_tokens.items()
-    }
-
-
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 
 

@@ -21,13 +21,15 @@ from .engine import JudgeEngine
 from .inline_rubrics import InlineRubrics
 from .judge import Judge
 from .metrics import serve_metrics
-from .prompts import Tokenization
-from .rubrics import Rubric, load_rubrics, rubric_files
+from .prompts import JudgeInput, Tokenization
+from .rubrics import Rubric, RubricError, load_rubrics, rubric_files
+from .score_slot import LabelTokenError
 from .scorers.base import Scorer
 from .scorers.geval import GEvalPreparer
 from .scorers.likelihood import LikelihoodScorer, LikelihoodSpec, load_specs
 from .scorers.semscore import SemScorer, SemScoreScorer
 from .service import RewardService
+from .tokenization import JudgeTokenizerError
 from .validation import Limits
 
 log = logging.getLogger(__name__)
@@ -37,8 +39,13 @@ EXIT_ENGINE_DIED = 3
 ENGINE_WATCH_INTERVAL_S = 0.5
 
 
+# Scored once before the server reports ready: a judge that cannot score it is not served.
+PROBE_ITEM = JudgeInput(prompt="What is 2 + 2?", completion="2 + 2 is 4.", reference="4")
+
+
 async def start_judge(config: ServeConfig) -> Judge:
-    """Starts the engine and prepares every scorer; fails here, never at the first call."""
+    """Starts the engine, prepares every scorer and scores a probe item: a judge the server
+    cannot drive fails here with its cause (SystemExit), never at the first call."""
     from transformers import AutoTokenizer
 
     # Fail on a bad rubric file before the slow engine start.
@@ -51,14 +58,39 @@ async def start_judge(config: ServeConfig) -> Judge:
         raise SystemExit(f"--default-rubric: unknown rubric {config.default_rubric!r}; "
                          f"known: {sorted({**rubrics, **likelihood})}")
     model_path = resolve_model(config.model)
+    try:  # the tokenizer is checked before the slow engine start
+        tokenization = Tokenization(AutoTokenizer.from_pretrained(model_path))
+    except JudgeTokenizerError as error:
+        raise SystemExit(f"geval-reward: cannot serve judge {config.model}: {error}") from error
     engine = JudgeEngine(model_path, config.engine_args)
     engine.start()
-    semscorer = SemScorer() if config.semscore else None
-    return await prepare_judge(
-        engine, Tokenization(AutoTokenizer.from_pretrained(model_path)), config.model, list(rubrics.values()),
-        config.low_confidence_below, config.remove_score_claims, semscorer, config.limits.max_inline_rubrics,
-        list(likelihood.values()),
-    )
+    try:
+        semscorer = SemScorer() if config.semscore else None
+        judge = await prepare_judge(
+            engine, tokenization, config.model, list(rubrics.values()), config.low_confidence_below,
+            config.remove_score_claims, semscorer, config.limits.max_inline_rubrics, list(likelihood.values()),
+        )
+        await probe_judge(judge, config.default_rubric)
+    except (LabelTokenError, RubricError, JudgeStartError) as error:
+        engine.shutdown()
+        raise SystemExit(f"geval-reward: cannot serve judge {config.model}: {error}") from error
+    except BaseException:
+        engine.shutdown()
+        raise
+    return judge
+
+
+class JudgeStartError(RuntimeError):
+    """The judge started but cannot score."""
+
+
+async def probe_judge(judge: Judge, rubric: str) -> None:
+    """Scores PROBE_ITEM with `rubric` as a call would; raises JudgeStartError naming the failure."""
+    (outcome,) = await judge.score([PROBE_ITEM], [[(judge.scorers[rubric], 1.0)]])
+    if outcome.failure is not None:
+        raise JudgeStartError(
+            f"scoring a probe item with rubric {rubric!r} failed ({outcome.failure.code}): {outcome.failure.message}"
+        )
 
 
 async def prepare_judge(

@@ -64,3 +64,33 @@ def test_a_bad_request_rubric_fails_the_call_and_a_bad_item_rubric_only_its_item
                            rubrics="summeval-coherence")
     assert results[0].error.field == "items[0].rubrics[0].spec.scale"
     assert not results[1].HasField("error")
+
+
+def _one_to_ten() -> dict:
+    preset = _preset("summeval-coherence")
+    return {**preset, "name": "engine-test-coherence-1-10", "scale": {"min": 1, "max": 10},
+            "evaluation_criteria": preset["evaluation_criteria"].replace("(1-5)", "(1-10)"),
+            "evaluation_steps": preset["evaluation_steps"].replace("1 to 5", "1 to 10").replace("5 is", "10 is")}
+
+
+def test_a_one_to_ten_rubric_reads_10_by_chaining_on_the_embedded_judge(client):
+    """SmolLM2 writes `10` as `1`,`0`: the label is read with a second engine request after `1`."""
+    results = client.score([make_item(ARTICLE, summary) for summary in SUMMARIES], rubrics=[_one_to_ten()])
+    for result in results:
+        assert not result.HasField("error"), result.error.message
+        (score,) = result.scores
+        distribution = {p.label: p.probability for p in score.distribution}
+        assert list(distribution) == [str(v) for v in range(1, 11)]
+        assert sum(distribution.values()) == pytest.approx(1.0, abs=1e-9)
+        assert distribution["10"] > 0.0 and 0.0 < score.label_mass <= 1.0
+        assert 1.0 <= score.expected_score <= 10.0
+        assert score.reward == pytest.approx((score.expected_score - 1) / 9)
+
+
+def test_sampled_answers_on_a_one_to_ten_rubric_parse_to_its_labels(client):
+    (result,) = client.score([make_item(ARTICLE, SUMMARIES[0])], rubrics=[_one_to_ten()], sampling_n=16)
+    assert not result.HasField("error"), result.error.message
+    (score,) = result.scores
+    assert [p.label for p in score.distribution] == [str(v) for v in range(1, 11)]
+    assert sum(p.probability for p in score.distribution) == pytest.approx(1.0)
+    assert 0.0 < score.label_mass <= 1.0

@@ -102,7 +102,7 @@ def test_the_slot_is_where_the_label_goes_and_every_label_is_spelled_right(famil
 def test_a_one_to_ten_scale_is_read_exactly(family, rubric):
     name, tokenization, vocabulary = family
     lead = form_text(tokenization, rubric)
-    slot = find_score_slot(tokenization, vocabulary, lead, Scale(1, 10).labels, max_reads=None)
+    slot = find_score_slot(tokenization, vocabulary, lead, Scale(1, 10).labels)
     plan = slot.plan
     for label, spellings in plan.spellings.items():
         assert any(tokenization.decode(slot.ids + list(s)) == f"{lead} {label}" for s in spellings), label

@@ -30,6 +30,7 @@ class RecordingEngine:
     """Answers every request with equal label probabilities and records its prompt."""
 
     max_model_len = 100_000
+    is_running = True
 
     def __init__(self):
         self.prompts: list[list[int]] = []

@@ -6,7 +6,7 @@ import math
 
 import pytest
 from geval_server.score_slot import LabelTokenError, LabelVocabulary, SlotRead, find_score_slot, plan_label_reads
-from geval_server.scoring import Scale, label_probs_from_logprobs
+from geval_server.scoring import Scale
 from geval_server.tokenization import Tokenization
 
 from tests.unit.fakes import SpaceDigitTokenizer
@@ -33,7 +33,7 @@ def test_the_tokens_that_continue_a_number_are_those_that_begin_with_a_digit(tok
 
 
 def test_a_one_to_ten_scale_needs_a_read_after_each_spelling_of_1_and_after_the_space(tokenization, vocabulary):
-    slot = find_score_slot(tokenization, vocabulary, LEAD, Scale(1, 10).labels, max_reads=None)
+    slot = find_score_slot(tokenization, vocabulary, LEAD, Scale(1, 10).labels)
     assert tokenization.decode(slot.ids) == LEAD
     plan = slot.plan
     one, space_one, space = _ids(tokenization, "1", " 1", " ")
@@ -49,7 +49,7 @@ def test_a_one_to_ten_scale_needs_a_read_after_each_spelling_of_1_and_after_the_
 
 
 def test_chained_probabilities_are_exact(tokenization, vocabulary):
-    plan = find_score_slot(tokenization, vocabulary, LEAD, Scale(1, 10).labels, max_reads=None).plan
+    plan = find_score_slot(tokenization, vocabulary, LEAD, Scale(1, 10).labels).plan
     tok = {text: _ids(tokenization, text)[0] for text in [*"0123456789", " ", " 1", " 2"]}
     log = math.log
     answers = {
@@ -65,7 +65,7 @@ def test_chained_probabilities_are_exact(tokenization, vocabulary):
 
 
 def test_one_read_per_answer_is_required(tokenization, vocabulary):
-    plan = find_score_slot(tokenization, vocabulary, LEAD, Scale(1, 10).labels, max_reads=None).plan
+    plan = find_score_slot(tokenization, vocabulary, LEAD, Scale(1, 10).labels).plan
     with pytest.raises(ValueError, match="expected 4 answers"):
         plan.label_probabilities([{}])
 
@@ -74,17 +74,18 @@ def test_single_token_labels_need_one_read_and_sum_their_spellings(tokenization,
     slot = find_score_slot(tokenization, vocabulary, LEAD, Scale(1, 5).labels)
     assert len(slot.plan.reads) == 1
     answer = {t: math.log(0.01 * (i + 1)) for i, t in enumerate(slot.all_label_token_ids)}
-    expected = label_probs_from_logprobs(answer, slot.label_tokens)
+    expected = {label: sum(math.exp(answer[t]) for t in tokens) for label, tokens in slot.label_tokens.items()}
     assert slot.plan.label_probabilities([answer]) == pytest.approx(expected)
 
 
-def test_a_scorer_that_reads_once_refuses_a_chained_scale(tokenization, vocabulary):
-    with pytest.raises(LabelTokenError, match=r"'6' is written as 2 tokens .* needs 4 chained engine reads"):
-        find_score_slot(tokenization, vocabulary, LEAD, Scale(1, 10).labels)
+def test_a_scale_that_needs_more_reads_than_allowed_is_refused_naming_a_chained_label(tokenization, vocabulary):
+    with pytest.raises(LabelTokenError, match=r"'6' is written as 2 tokens .* needs 4 chained engine reads, over "
+                                              r"the limit of 3"):
+        find_score_slot(tokenization, vocabulary, LEAD, Scale(1, 10).labels, max_reads=3)
 
 
 def test_the_slot_stops_before_a_digit_every_label_shares(tokenization, vocabulary):
-    slot = find_score_slot(tokenization, vocabulary, LEAD, Scale(10, 11).labels, max_reads=None)
+    slot = find_score_slot(tokenization, vocabulary, LEAD, Scale(10, 11).labels)
     assert tokenization.decode(slot.ids) == LEAD
     one, space_one = _ids(tokenization, "1", " 1")
     assert [read.prefix for read in slot.plan.reads] == [(), (one,), (space_one,)]

@@ -5,7 +5,7 @@ token, a small fake."""
 import pytest
 from geval_server.prompts import JudgeInput, Tokenization, form_text, framing_text, render_chat
 from geval_server.rubrics import load_rubrics
-from geval_server.score_slot import LabelTokenError, LabelVocabulary, find_score_slot
+from geval_server.score_slot import LabelVocabulary, find_score_slot
 from geval_server.scorers.geval import prepare_rubric
 from geval_server.scoring import Scale
 
@@ -40,10 +40,16 @@ def test_smollm2_slot_includes_the_space_before_the_digit(tokenization, vocabula
     assert len(slot.all_label_token_ids) == sum(len(t) for t in slot.label_tokens.values())
 
 
-def test_multi_token_label_is_rejected_with_a_clear_error(tokenization, vocabulary, rubrics):
+def test_smollm2_writes_10_as_1_then_0_so_a_one_to_ten_scale_takes_a_second_read_after_1(
+    tokenization, vocabulary, rubrics
+):
     rubric = rubrics["summeval-coherence"]
-    with pytest.raises(LabelTokenError, match=r"'10' is written as 2 tokens"):
-        find_score_slot(tokenization, vocabulary, form_text(tokenization, rubric), Scale(1, 10).labels)
+    slot = find_score_slot(tokenization, vocabulary, form_text(tokenization, rubric), Scale(1, 10).labels)
+    assert tokenization.decode(slot.ids).endswith("- Coherence: ")
+    (ten,) = slot.plan.spellings["10"]
+    assert [tokenization.decode([t]) for t in ten] == ["1", "0"]
+    assert [read.prefix for read in slot.plan.reads] == [(), ten[:1]]
+    assert sorted(tokenization.decode([t]) for t in slot.plan.reads[1].token_ids) == list("0123456789")
 
 
 def test_single_token_space_labels_keep_the_slot_at_the_colon_and_count_both_spellings():

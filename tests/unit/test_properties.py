@@ -8,13 +8,13 @@ import re
 from geval_client.pb import reward_pb2
 from geval_server.prompts import JudgeInput
 from geval_server.rubrics import DEFAULT_RUBRIC, load_rubrics
+from geval_server.score_slot import plan_label_reads
 from geval_server.scorers.base import ItemFailure
 from geval_server.scoring import (
     NoLabelMass,
     Scale,
     estimate,
     estimate_from_samples,
-    label_probs_from_logprobs,
     parse_sampled_label,
     weighted_reward,
 )
@@ -167,17 +167,30 @@ def test_sampled_estimates_count_only_parsed_answers(scale, samples):
     assert 0.0 <= result.reward <= 1.0
 
 
+def _distribution(weights: dict[int, float]) -> dict[int, float]:
+    """Log-probabilities of a next-token distribution that gives `weights` (scaled to sum to
+    at most 1, the rest on tokens not asked for)."""
+    total = max(1.0, sum(weights.values()))
+    return {t: math.log(w / total) for t, w in weights.items() if w / total > 0}
+
+
 @FAST
 @given(
-    st.dictionaries(st.integers(0, 50), st.floats(max_value=0.0, allow_nan=False), max_size=20),
-    st.dictionaries(st.sampled_from("12345"), st.lists(st.integers(0, 60), max_size=3, unique=True)),
+    st.lists(st.dictionaries(st.integers(0, 11), st.floats(0.0, 1.0), max_size=12), min_size=4, max_size=4),
+    st.booleans(),
 )
-def test_label_probabilities_from_a_distribution_stay_probabilities(logprobs, label_tokens):
-    total = sum(math.exp(lp) for lp in logprobs.values())
-    scaled = {t: lp - math.log(total) for t, lp in logprobs.items()} if total > 1 else logprobs
-    probs = label_probs_from_logprobs(scaled, label_tokens)
-    assert set(probs) == set(label_tokens)
+def test_chained_label_probabilities_stay_a_distribution(weights, spaced_alternative):
+    """Labels 1-10 with `10` as `1`,`0` (and, optionally, `1` also spelled as another token):
+    whatever the judge's next-token distributions, each label's probability is in [0, 1] and
+    together they never exceed 1."""
+    digits = {str(d): d for d in range(10)}
+    canonical = {str(v): (digits[str(v)],) for v in range(1, 10)} | {"10": (digits["1"], digits["0"])}
+    alternatives = {digits["1"]: (digits["1"], 11)} if spaced_alternative else {}
+    plan = plan_label_reads(canonical, alternatives, frozenset(digits.values()))
+    probs = plan.label_probabilities([_distribution(w) for w in weights[:len(plan.reads)]])
+    assert set(probs) == set(canonical)
     assert all(0.0 <= p <= 1.0 + 1e-9 for p in probs.values())
+    assert sum(probs.values()) <= 1.0 + 1e-9
 
 
 @FAST

@@ -3,12 +3,12 @@
 import math
 
 import pytest
+from geval_server.score_slot import plan_label_reads
 from geval_server.scoring import (
     NoLabelMass,
     Scale,
     estimate,
     estimate_from_samples,
-    label_probs_from_logprobs,
     parse_sampled_label,
     weighted_reward,
 )
@@ -62,7 +62,9 @@ def test_no_label_mass_is_an_error_not_a_score():
 def test_label_variants_are_summed():
     # "4" and " 4" are two tokens that spell one label.
     logprobs = {10: math.log(0.3), 11: math.log(0.2), 12: math.log(0.1)}
-    probs = label_probs_from_logprobs(logprobs, {"4": (10, 11), "5": (12,), "3": (13,)})
+    plan = plan_label_reads({"4": (10,), "5": (12,), "3": (13,)}, {10: (10, 11)}, frozenset())
+    assert len(plan.reads) == 1
+    probs = plan.label_probabilities([logprobs])
     assert probs["4"] == pytest.approx(0.5)
     assert probs["5"] == pytest.approx(0.1)
     assert probs["3"] == 0.0
@@ -75,6 +77,15 @@ def test_label_variants_are_summed():
 )
 def test_sampled_answers_parse_to_labels_on_the_scale(text, label):
     assert parse_sampled_label(text, ONE_TO_FIVE) == label
+
+
+@pytest.mark.parametrize(
+    "text, label",
+    [("10", "10"), (" 10\n", "10"), ("10/10", "10"), ("1", "1"), ("1.", "1"), ("9 out of 10", "9"), ("11", None),
+     ("0", None)],
+)
+def test_sampled_answers_on_a_one_to_ten_scale_parse_whole_numbers(text, label):
+    assert parse_sampled_label(text, Scale(1, 10)) == label
 
 
 def test_samples_give_empirical_distribution_and_parse_share():

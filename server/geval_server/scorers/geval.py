@@ -14,10 +14,13 @@ from ..engine import JudgeEngine
 from ..prompts import JudgeInput, PromptBuilder, Tokenization, form_text
 from ..rubrics import Rubric
 from ..score_slot import LabelVocabulary, ScoreSlot, find_score_slot
-from ..scoring import estimate, estimate_from_samples, label_probs_from_logprobs
+from ..scoring import estimate, estimate_from_samples
 from .base import ItemFailure, Kind, Mode, Score, ScoreOptions, ScorerInfo
 
 SAMPLED_TOKENS = 4  # a sampled answer is read from its first few tokens
+# Engine requests per item at the score slot: a 1-10 scale takes 2 (SmolLM2, Qwen), 0-100 about 12;
+# a scale whose labels need more is refused, so one caller's rubric cannot multiply the engine's work.
+MAX_LABEL_READS = 32
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,9 @@ def prepare_rubric(
     """The one way a rubric (with its evaluation steps) becomes a served one. `policy`
     names whatever else changes what the judge reads (score-claim blanking), so that it
     is part of the content hash."""
-    slot = find_score_slot(tokenization, vocabulary, form_text(tokenization, rubric), rubric.scale.labels)
+    slot = find_score_slot(
+        tokenization, vocabulary, form_text(tokenization, rubric), rubric.scale.labels, max_reads=MAX_LABEL_READS
+    )
     builder = PromptBuilder(tokenization, rubric, slot.ids)
     content_hash = rubric.content_hash(judge_model, f"{builder.layout_fingerprint()}:{policy}")
     return PreparedRubric(rubric, slot, builder, content_hash)
@@ -95,10 +100,15 @@ class GEvalScorer:
 
     async def _label_probs(self, ids: list[int]) -> dict[str, float]:
         """Each label's probability (not renormalized) when the judge's next tokens follow
-        `ids`, which end at the score slot."""
-        slot = self.prepared.slot
-        logprobs = await self._engine.token_logprobs(ids, slot.all_label_token_ids)
-        return label_probs_from_logprobs(logprobs, slot.label_tokens)
+        `ids`, which end at the score slot. A label written as several tokens is chained
+        (score_slot.py): each read of the slot's plan is one engine request on `ids` plus
+        that read's prefix, all in flight at once; they share `ids`, so vLLM's prefix
+        cache computes it once and each further read costs its last block."""
+        plan = self.prepared.slot.plan
+        answers = await asyncio.gather(
+            *(self._engine.token_logprobs(ids + list(read.prefix), list(read.token_ids)) for read in plan.reads)
+        )
+        return plan.label_probabilities(answers)
 
     def info(self) -> ScorerInfo:
         rubric = self.prepared.rubric

@@ -24,9 +24,11 @@ pytestmark = pytest.mark.families
 
 # Every architecture and tokenizer kind vLLM's CPU backend runs here (Llama-3.2 differs from
 # Llama-3.1 by its template only, covered in test_tokenizers.py).
-SERVED = ["llama-3.1", "llama-3-base", "qwen2.5", "mistral-tekken", "mistral-v0.3", "gemma-4", "phi-3", "llama-2"]
+# One server per architecture and tokenizer kind users serve (Llama-2 and Mistral v0.3 add only
+# SentencePiece, which Phi-3 covers end to end and test_tokenizers.py covers for both).
+SERVED = ["llama-3.1", "llama-3-base", "qwen2.5", "mistral-tekken", "gemma-4", "phi-3"]
 # A tiny engine: its KV cache holds 32k tokens of these 2-layer models; no SemScore model.
-SERVE_ARGS = ("--no-semscore", "--max-model-len", "2048", "--engine-arg", f"kv_cache_memory_bytes={32 * 2**20}")
+SERVE_ARGS = ("--no-semscore", "--max-model-len", "2048", "--kv-cache-memory-bytes", str(32 * 2**20))
 STEPS = "1. Read the question and the answer.\n2. Rate the answer's clarity on the scale."
 
 

@@ -17,7 +17,8 @@
   or more: on 2 or 3 it is +-1 or close to it whatever the judge does.
 
 Per completion (TRL's completions table, through log_extra): label_mass (mean
-over the rubrics), error (the server's message) and score_claims_removed.
+over the rubrics), error (the server's message; a row's own rubric that failed is
+named by its column and row) and score_claims_removed.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import numpy as np
 
 from .pb import reward_pb2
 from .reward_batch import RewardBatch, rewards_of
+from .row_rubrics import rubric_error
 
 # Under no correlation, |rho| exceeds 0.65 by chance in 5% of samples of 10 items
 # (and reaches 1 on 2 items always): fewer items say nothing about verbosity bias.
@@ -64,15 +66,18 @@ def batch_metrics(
     return metrics
 
 
-def completion_columns(results: Sequence[reward_pb2.ItemResult], completions: int) -> dict[str, list]:
+def completion_columns(batch: RewardBatch, results: Sequence[reward_pb2.ItemResult]) -> dict[str, list]:
     """One value per completion for each column; None where it does not apply."""
-    mine = results[:completions]
+    mine = results[: batch.completions]
     return {
         "label_mass": [
             None if r.HasField("error") or not r.scores else float(np.mean([s.label_mass for s in r.scores]))
             for r in mine
         ],
-        "error": [r.error.message if r.HasField("error") else None for r in mine],
+        "error": [
+            rubric_error(r.error, origin) if r.HasField("error") else None
+            for r, origin in zip(mine, batch.rubric_origins)
+        ],
         "score_claims_removed": [r.score_claims_removed for r in mine],
     }
 

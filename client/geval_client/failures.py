@@ -20,6 +20,7 @@ import math
 from collections.abc import Hashable, Sequence
 
 from .pb import reward_pb2
+from .row_rubrics import rubric_error
 
 EXCLUDE, MIN = "exclude", "min"
 MIN_REWARD = 0.0  # every rubric's reward lies in [0, 1]
@@ -70,13 +71,14 @@ def grouped_rewards(
     return rewards
 
 
-def sample_reward(result: reward_pb2.ItemResult, on_error: float) -> float:
+def sample_reward(result: reward_pb2.ItemResult, on_error: float, rubrics_origin: str | None = None) -> float:
     """A number for every sample: the reward, on_error for a completion-caused failure,
-    else ItemNotScored naming the cause."""
+    else ItemNotScored naming the cause (and rubrics_origin, where the sample's own rubric failed)."""
     if not result.HasField("error"):
         return result.reward
     if caused_by_completion(result.error):
         return on_error
     raise ItemNotScored(
-        f"the reward server could not score an item, and not because of its completion: {result.error.message}"
+        "the reward server could not score an item, and not because of its completion: "
+        + rubric_error(result.error, rubrics_origin)
     )

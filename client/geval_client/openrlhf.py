@@ -24,10 +24,12 @@ completion is cut out of it: after the prompt (compared exactly, then ignoring
 whitespace the tokenizer may have changed, then as the tail OpenRLHF keeps of a
 prompt it truncated from the left), without the end-of-sequence markers.
 The judge reads the prompt as OpenRLHF passes it (with its chat template), and
-the label as the human reference; a label that is a JSON object may instead set
-"prompt" (what the judge reads as the input), "reference" and "rubrics" (names,
-{name: weight} or rubric dicts, as RewardClient.score takes them; they replace
-the configured ones for that sample).
+the label as the human reference. OpenRLHF hands a reward one field per sample,
+the dataset column named by `--data.label_key`, so a label that is an object (a
+struct column, or JSON text) carries the rest: "prompt" (what the judge reads as
+the input), "reference", and under `rubric_column` ("rubrics" by default) the
+sample's own rubric, a rubric dict or a served name (or several, weighted:
+row_rubrics.py), replacing the configured rubrics for that sample.
 
 OpenRLHF needs a number for every sample: see sample_rewards.py for what a
 completion the server cannot score gets (on_error) and what raises.
@@ -48,10 +50,13 @@ from typing import Any
 from .failures import ItemNotScored, OnError
 from .requests import Rubrics
 from .retry import RewardServerError
+from .row_rubrics import row_rubrics
 from .sample_rewards import Sample, SampleReward, SampleScorer, reference_text, rubrics_from_text
 from .transport import read_token
 
 log = logging.getLogger(__name__)
+
+RUBRIC_COLUMN = "rubrics"
 
 # Tokens that end a turn or a sequence, as tokenizers write them when decoding with
 # special tokens kept: <|im_end|>, <|endoftext|>, <|eot_id|>, </s>, <eos>, <end_of_turn>,
@@ -96,34 +101,40 @@ def _match_ignoring_whitespace(query: str, prompt: str) -> int | None:
     return i
 
 
-def label_fields(label: Any) -> dict[str, Any]:
-    """A label is the reference; a JSON object (or dict) may set prompt, reference and rubrics."""
+def label_fields(label: Any, rubric_column: str = RUBRIC_COLUMN) -> dict[str, Any]:
+    """A label is the reference; an object (or JSON text of one) may set prompt, reference
+    and, under rubric_column, the sample's own rubric."""
     if isinstance(label, str) and label.lstrip().startswith("{"):
         try:
             label = json.loads(label)
         except json.JSONDecodeError:
             return {"reference": label}
     if isinstance(label, Mapping):
-        unknown = set(label) - {"prompt", "reference", "rubrics"}
+        known = ["prompt", "reference", rubric_column]
+        unknown = set(label) - set(known)
         if unknown:
-            raise ValueError(f"label: unknown keys {sorted(unknown)}; a label object sets prompt, reference, rubrics")
+            raise ValueError(f"label: unknown keys {sorted(unknown)}; a label object sets {', '.join(known)}")
         return dict(label)
     return {"reference": label}
 
 
-def samples_from(queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any] | None) -> list[Sample]:
+def samples_from(
+    queries: Sequence[str], prompts: Sequence[str], labels: Sequence[Any] | None, rubric_column: str = RUBRIC_COLUMN
+) -> list[Sample]:
     if labels is None:
         labels = [None] * len(queries)
     if not len(queries) == len(prompts) == len(labels):
         raise ValueError(f"got {len(queries)} queries, {len(prompts)} prompts and {len(labels)} labels")
     samples = []
-    for query, prompt, label in zip(queries, prompts, labels):
-        fields = label_fields(label)
+    for row, (query, prompt, label) in enumerate(zip(queries, prompts, labels)):
+        fields = label_fields(label, rubric_column)
+        origin = f"label[{rubric_column!r}] row {row}"
         samples.append(Sample(
             prompt=fields.get("prompt") or prompt,
             completion=completion_from_query(query, prompt),
             reference=reference_text(fields.get("reference")),
-            rubrics=fields.get("rubrics"),
+            rubrics=row_rubrics(fields.get(rubric_column), origin),
+            rubrics_origin=origin,
         ))
     return samples
 
@@ -147,16 +158,21 @@ class OpenRLHFReward:
     """A `reward_func` bound to one configuration (SampleScorer.configure's options)."""
 
     scorer: SampleScorer
+    rubric_column: str = RUBRIC_COLUMN  # the label object's key holding a sample's own rubric
 
     def __call__(self, queries, prompts, labels=None, **kwargs) -> dict[str, Any]:
-        return openrlhf_reply(self.scorer.score(samples_from(queries, prompts, labels)))
+        return openrlhf_reply(self.scorer.score(samples_from(queries, prompts, labels, self.rubric_column)))
 
 
 def make_reward_func(
-    server: str | None = None, rubrics: Rubrics = None, on_error: OnError | None = None, timeout: float = 300.0
+    server: str | None = None,
+    rubrics: Rubrics = None,
+    on_error: OnError | None = None,
+    timeout: float = 300.0,
+    rubric_column: str = RUBRIC_COLUMN,
 ) -> OpenRLHFReward:
     """A `reward_func` for a --reward.remote_url file; options left None come from the environment."""
-    return OpenRLHFReward(SampleScorer.configure(server, rubrics, on_error, timeout))
+    return OpenRLHFReward(SampleScorer.configure(server, rubrics, on_error, timeout), rubric_column)
 
 
 def reward_func(queries, prompts, labels=None, **kwargs) -> dict[str, Any]:
@@ -211,6 +227,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="repeatable; default: $GEVAL_REWARD_RUBRICS, else the server's default rubric")
     parser.add_argument("--on-error", help="'min' (default) or a number: the reward of a completion the "
                         "server cannot score because of the completion")
+    parser.add_argument("--rubric-column", default=RUBRIC_COLUMN, metavar="KEY",
+                        help="the label object's key holding a sample's own rubric (default: %(default)s)")
     parser.add_argument("--auth-token-file", help="the server's bearer token (default: $GEVAL_REWARD_AUTH_TOKEN)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per scoring call")
     parser.add_argument("--host", default="127.0.0.1")
@@ -225,7 +243,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
     except (ValueError, OSError) as error:
         parser.error(str(error))
-    server = serve(OpenRLHFReward(scorer), args.host, args.port)
+    server = serve(OpenRLHFReward(scorer, args.rubric_column), args.host, args.port)
     host, port = server.server_address[:2]
     print(f"geval-openrlhf: serving OpenRLHF's reward protocol on http://{host}:{port}/get_reward "
           f"for {scorer.server}", flush=True)

@@ -63,6 +63,8 @@ def rubric_spec(rubric: Mapping[str, Any]) -> reward_pb2.RubricSpec:
     spec = reward_pb2.RubricSpec(**{key: rubric[key] for key in _SPEC_TEXT if rubric.get(key) is not None})
     spec.uses_reference = bool(rubric.get("uses_reference", False))
     scale = rubric.get("scale")
+    if scale is not None and not isinstance(scale, Mapping):
+        raise ValueError(f"rubric field 'scale' must be a dict with 'min' and 'max', got {type(scale).__name__}")
     if scale is not None:
         spec.scale.min, spec.scale.max = scale.get("min", 0), scale.get("max", 0)
         if "higher_is_better" in scale:

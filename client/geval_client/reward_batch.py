@@ -6,7 +6,8 @@ chat messages (conversational format: completions are
 `[{"role": "assistant", "content": ...}]`). When a reference column is named,
 each distinct (prompt, reference) pair is also scored as if it were a
 completion, in the same request, so the judge's preference for the policy's
-text over the human's can be measured.
+text over the human's can be measured. A rubric column gives each row its own
+rubric (row_rubrics.py), carried on its items.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from .pb import reward_pb2
 from .requests import make_item
+from .row_rubrics import column_row, row_rubrics
 
 
 @dataclass(frozen=True)
@@ -25,7 +27,8 @@ class RewardBatch:
     completions: int
     reference_items: list[int | None]  # per completion: index of its reference's item, if scored
     lengths: list[int]  # per completion: tokens when TRL gave ids, else characters
-    groups: list[Hashable]  # per completion: its dataset row (prompt, source, reference), i.e. its group
+    groups: list[Hashable]  # per completion: its dataset row (prompt, source, reference, rubric), i.e. its group
+    rubric_origins: list[str | None]  # per completion: where its own rubric came from, named in errors
 
 
 def build_batch(
@@ -36,6 +39,7 @@ def build_batch(
     source_column: str | None = None,
     reference_column: str | None = None,
     score_references: bool = True,
+    rubric_column: str | None = None,
 ) -> RewardBatch:
     """columns: TRL's other keyword arguments (one list per dataset column)."""
     if len(prompts) != len(completions):
@@ -45,10 +49,17 @@ def build_batch(
     if reference_column:
         column = _column(columns, reference_column, len(prompts))
         references = [_reference(value, i, reference_column) for i, value in enumerate(column)]
-    items = [
-        make_item(judge_prompt(source), completion_text(completion), reference, str(i))
-        for i, (source, completion, reference) in enumerate(zip(sources, completions, references))
-    ]
+    own_rubrics: list[list[reward_pb2.RubricSelection]] = [[] for _ in prompts]
+    rubric_origins: list[str | None] = [None] * len(prompts)
+    if rubric_column:
+        column = _column(columns, rubric_column, len(prompts))
+        rubric_origins = [column_row(rubric_column, i) for i in range(len(prompts))]
+        own_rubrics = [row_rubrics(value, origin) for value, origin in zip(column, rubric_origins)]
+    rubric_keys = [tuple(s.SerializeToString(deterministic=True) for s in own) for own in own_rubrics]
+    items = []
+    for i, (source, completion, reference, own) in enumerate(zip(sources, completions, references, own_rubrics)):
+        items.append(make_item(judge_prompt(source), completion_text(completion), reference, str(i)))
+        items[-1].rubrics.extend(own)
     reference_items: list[int | None] = [None] * len(items)
     if reference_column and score_references:
         seen: dict[tuple, int] = {}
@@ -56,20 +67,21 @@ def build_batch(
             if reference is None or not reference.strip():
                 continue
             prompt = judge_prompt(source)
-            key = (_prompt_key(prompt), reference)
-            if key not in seen:
+            key = (_prompt_key(prompt), reference, rubric_keys[i])
+            if key not in seen:  # a reference is scored with its row's rubric, as its completions are
                 seen[key] = len(items)
                 items.append(make_item(prompt, reference, item_id=f"reference-of-{i}"))
+                items[-1].rubrics.extend(own_rubrics[i])
             reference_items[i] = seen[key]
     if completion_ids is not None:
         lengths = [len(ids) for ids in completion_ids]
     else:
         lengths = [len(item.completion) for item in items[: len(prompts)]]
     groups = [
-        (_prompt_key(judge_prompt(prompt)), _prompt_key(judge_prompt(source)), reference)
-        for prompt, source, reference in zip(prompts, sources, references)
+        (_prompt_key(judge_prompt(prompt)), _prompt_key(judge_prompt(source)), reference, rubric_key)
+        for prompt, source, reference, rubric_key in zip(prompts, sources, references, rubric_keys)
     ]
-    return RewardBatch(items, len(prompts), reference_items, lengths, groups)
+    return RewardBatch(items, len(prompts), reference_items, lengths, groups, rubric_origins)
 
 
 def rewards_of(results: Sequence[reward_pb2.ItemResult], completions: int) -> list[float | None]:

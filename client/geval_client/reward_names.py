@@ -13,10 +13,13 @@ from .requests import Rubrics, rubric_selection
 _live: weakref.WeakValueDictionary[str, object] = weakref.WeakValueDictionary()
 
 
-def reward_name(rubrics: Rubrics) -> str:
+def reward_name(rubrics: Rubrics, rubric_column: str | None = None) -> str:
     """`geval` for the server's default rubric, else `geval_` and the rubrics (an inline
     rubric by its name) as a weighted sum: {"a": 1, "b": 2} -> `geval_a+2*b`; equal
-    weights are left out."""
+    weights are left out. With a rubric column, `geval_` and the column: each row
+    brings its own rubric."""
+    if rubric_column:
+        return f"geval_{rubric_column}"
     chosen = [(s.name or s.spec.name, s.weight if s.HasField("weight") else 1.0) for s in rubric_selection(rubrics)]
     if not chosen:
         return "geval"

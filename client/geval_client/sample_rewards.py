@@ -21,7 +21,7 @@ import asyncio
 import os
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +39,8 @@ class Sample:
     prompt: Prompt  # what the judge reads as the input: text or chat messages
     completion: str
     reference: str | None = None
-    rubrics: Rubrics = None  # this sample's choice; None: the scorer's
+    rubrics: Sequence[reward_pb2.RubricSelection] = ()  # this sample's own (row_rubrics); empty: the scorer's
+    rubrics_origin: str | None = None  # where its own rubrics came from, named in errors
 
 
 @dataclass(frozen=True)
@@ -81,26 +82,27 @@ class SampleScorer:
 
     def score(self, samples: Sequence[Sample]) -> list[SampleReward]:
         client = _sync_client(self.server, self.timeout, self.token)
-        return self._rewards(client.score(self._items(samples), self.rubrics))
+        return self._rewards(samples, client.score(self._items(samples), self.rubrics))
 
     async def score_async(self, samples: Sequence[Sample]) -> list[SampleReward]:
         client = _async_client(self.server, self.timeout, self.token)
-        return self._rewards(await client.score(self._items(samples), self.rubrics))
+        return self._rewards(samples, await client.score(self._items(samples), self.rubrics))
 
     @staticmethod
     def _items(samples: Sequence[Sample]) -> list[reward_pb2.Item]:
         """One request; a sample that chose its own rubrics carries them (they replace the request's)."""
-        return [
-            make_item(s.prompt, s.completion, s.reference, str(i), rubrics=_chosen(s.rubrics))
-            for i, s in enumerate(samples)
-        ]
+        items = []
+        for i, sample in enumerate(samples):
+            items.append(make_item(sample.prompt, sample.completion, sample.reference, str(i)))
+            items[-1].rubrics.extend(sample.rubrics)
+        return items
 
-    def _rewards(self, results: Sequence[reward_pb2.ItemResult]) -> list[SampleReward]:
+    def _rewards(self, samples: Sequence[Sample], results: Sequence[reward_pb2.ItemResult]) -> list[SampleReward]:
         rewards = []
-        for result in results:
+        for sample, result in zip(samples, results):
             failed = result.HasField("error")
             rewards.append(SampleReward(
-                reward=sample_reward(result, self.on_error),
+                reward=sample_reward(result, self.on_error, sample.rubrics_origin),
                 failed=failed,
                 label_mass=0.0 if failed or not result.scores else _mean(s.label_mass for s in result.scores),
                 score_claims_removed=result.score_claims_removed,
@@ -115,14 +117,6 @@ def rubrics_from_text(text: str) -> dict[str, float]:
         if part:
             name, sep, weight = part.rpartition(":") if ":" in part else (part, "", "")
             rubrics[name] = _number(weight, "rubric weight") if sep else 1.0
-    return rubrics
-
-
-def _chosen(rubrics: Rubrics) -> Rubrics:
-    """A {name: weight} map read back from a parquet struct has every row's keys, the absent
-    ones with weight None: those were not chosen."""
-    if isinstance(rubrics, Mapping) and any(w is None for w in rubrics.values()):
-        return {name: weight for name, weight in rubrics.items() if weight is not None}
     return rubrics
 
 

@@ -35,6 +35,7 @@ from .requests import Rubrics, rubric_selection
 from .retry import RetryPolicy
 from .reward_batch import RewardBatch, build_batch
 from .reward_names import claim_name, reward_name
+from .row_rubrics import rubric_error
 from .transport import Targets, TLSOptions, channel_spec
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,8 @@ class _GEvalRewardBase:
     use one and, with score_references, also scored to measure self-preference.
     source_column: dataset column the judge reads as the input instead of the policy's
     prompt (e.g. the bare article when the prompt wraps it in instructions).
+    rubric_column: dataset column with each row's own rubric (a rubric dict or a served
+    name; row_rubrics.py), scored instead of `rubrics`, which score rows holding None.
     sampling_n: score by sampling n judgements instead of log-probabilities.
     name: TRL's name for this reward in its logs (`rewards/<name>/mean`); by default
     derived from the rubrics (reward_names.py).
@@ -64,6 +67,7 @@ class _GEvalRewardBase:
         on_error: OnError = MIN,
         reference_column: str | None = None,
         source_column: str | None = None,
+        rubric_column: str | None = None,
         score_references: bool = True,
         sampling_n: int | None = None,
         name: str | None = None,
@@ -77,11 +81,12 @@ class _GEvalRewardBase:
         self._on_error = parse_on_error(on_error)
         self.reference_column = reference_column
         self.source_column = source_column
+        self.rubric_column = rubric_column
         self.score_references = score_references
         self.sampling_n = sampling_n
         self._client_args = dict(target=server, timeout=timeout, retry=retry, tls=tls, token=token)
         self._target = channel_spec(server, tls, retry).label  # a bad address or TLS file fails here
-        self.__name__ = name if name is not None else reward_name(rubrics)
+        self.__name__ = name if name is not None else reward_name(rubrics, rubric_column)
         claim_name(self.__name__, self, self._scoring())
         self.last_metrics: dict[str, float] = {}
         self._client = None
@@ -92,7 +97,10 @@ class _GEvalRewardBase:
             (s.name or s.spec.SerializeToString(deterministic=True), s.weight if s.HasField("weight") else 1.0)
             for s in rubric_selection(self.rubrics)
         )
-        return (self._target, rubrics, self._on_error, self.reference_column, self.source_column, self.sampling_n)
+        return (
+            self._target, rubrics, self.rubric_column, self._on_error, self.reference_column, self.source_column,
+            self.sampling_n,
+        )
 
     def __getstate__(self) -> dict:
         """A channel cannot be pickled or copied: the copy opens its own on first use."""
@@ -108,18 +116,20 @@ class _GEvalRewardBase:
             source_column=self.source_column,
             reference_column=self.reference_column,
             score_references=self.score_references,
+            rubric_column=self.rubric_column,
         )
 
     def _finish(
         self, batch: RewardBatch, results: Sequence[reward_pb2.ItemResult], latency_s: float, columns: dict
     ) -> list[float | None]:
         rewards = grouped_rewards(results[: batch.completions], batch.groups, self._on_error)
-        failed = [r for r in results[: batch.completions] if r.HasField("error")]
+        failed = [i for i, r in enumerate(results[: batch.completions]) if r.HasField("error")]
         if failed:
+            first = rubric_error(results[failed[0]].error, batch.rubric_origins[failed[0]])
             log.warning(
                 "%s: the server could not score %d of %d completions (on_error=%r for those the completion "
                 "caused, the others excluded); first: %s",
-                self.__name__, len(failed), batch.completions, self.on_error, failed[0].error.message,
+                self.__name__, len(failed), batch.completions, self.on_error, first,
             )
         self.last_metrics = batch_metrics(batch, results, latency_s)
         log_metric, log_extra = columns.get("log_metric"), columns.get("log_extra")
@@ -127,7 +137,7 @@ class _GEvalRewardBase:
             for key, value in self.last_metrics.items():
                 log_metric(f"{self.__name__}/{key}", value)
         if log_extra is not None:
-            for key, values in completion_columns(results, batch.completions).items():
+            for key, values in completion_columns(batch, results).items():
                 log_extra(f"{self.__name__}/{key}", values)
         return rewards
 

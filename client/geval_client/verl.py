@@ -13,10 +13,11 @@
 
 What each sample gives the judge: the input is extra_info[prompt_key] ("prompt" by
 default; text or chat messages), the reference is ground_truth when it is text, and
-extra_info["rubrics"] (names, {name: weight} or rubric dicts) replaces the rubrics
-for that sample. Options
-(server, rubrics, on_error, prompt_key, timeout) come as keyword arguments, e.g. from
-`reward.custom_reward_function.reward_kwargs`, else from the environment
+extra_info[rubric_column] ("rubrics" by default: veRL hands a reward each row's fields
+in extra_info, not as columns) is the sample's own rubric, a rubric dict or a served
+name (or several, weighted: row_rubrics.py), replacing the rubrics for that sample.
+Options (server, rubrics, on_error, prompt_key, rubric_column, timeout) come as keyword
+arguments, e.g. from `reward.custom_reward_function.reward_kwargs`, else from the environment
 (sample_rewards.py). Other keyword arguments veRL passes (reward_router_address,
 reward_model_tokenizer) are ignored.
 
@@ -33,9 +34,10 @@ from typing import Any
 
 from .failures import OnError
 from .requests import Rubrics
+from .row_rubrics import row_rubrics
 from .sample_rewards import Sample, SampleReward, SampleScorer, reference_text
 
-PROMPT_KEY = "prompt"
+PROMPT_KEY, RUBRIC_COLUMN = "prompt", "rubrics"
 
 
 def compute_score(
@@ -48,11 +50,12 @@ def compute_score(
     rubrics: Rubrics = None,
     on_error: OnError | None = None,
     prompt_key: str = PROMPT_KEY,
+    rubric_column: str = RUBRIC_COLUMN,
     timeout: float = 300.0,
     **framework_kwargs: Any,
 ) -> dict[str, float]:
     scorer = SampleScorer.configure(server, rubrics, on_error, timeout)
-    return _reply(scorer.score([_sample(solution_str, ground_truth, extra_info, prompt_key)])[0])
+    return _reply(scorer.score([_sample(solution_str, ground_truth, extra_info, prompt_key, rubric_column, 0)])[0])
 
 
 async def compute_score_async(
@@ -65,11 +68,12 @@ async def compute_score_async(
     rubrics: Rubrics = None,
     on_error: OnError | None = None,
     prompt_key: str = PROMPT_KEY,
+    rubric_column: str = RUBRIC_COLUMN,
     timeout: float = 300.0,
     **framework_kwargs: Any,
 ) -> dict[str, float]:
     scorer = SampleScorer.configure(server, rubrics, on_error, timeout)
-    rewards = await scorer.score_async([_sample(solution_str, ground_truth, extra_info, prompt_key)])
+    rewards = await scorer.score_async([_sample(solution_str, ground_truth, extra_info, prompt_key, rubric_column, 0)])
     return _reply(rewards[0])
 
 
@@ -83,6 +87,7 @@ def compute_score_batch(
     rubrics: Rubrics = None,
     on_error: OnError | None = None,
     prompt_key: str = PROMPT_KEY,
+    rubric_column: str = RUBRIC_COLUMN,
     timeout: float = 300.0,
     **framework_kwargs: Any,
 ) -> list[dict[str, float]]:
@@ -92,22 +97,31 @@ def compute_score_batch(
             f"{len(extra_infos)} extra_infos"
         )
     scorer = SampleScorer.configure(server, rubrics, on_error, timeout)
-    samples = [_sample(s, g, e, prompt_key) for s, g, e in zip(solution_strs, ground_truths, extra_infos)]
+    samples = [
+        _sample(s, g, e, prompt_key, rubric_column, i)
+        for i, (s, g, e) in enumerate(zip(solution_strs, ground_truths, extra_infos))
+    ]
     return [_reply(reward) for reward in scorer.score(samples)]
 
 
-def _sample(solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None, prompt_key: str) -> Sample:
+def _sample(
+    solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None, prompt_key: str, rubric_column: str,
+    position: int,
+) -> Sample:
+    """position: the sample's place in the call; errors name its dataset row (extra_info["index"]) where known."""
     extra_info = extra_info or {}
     if prompt_key not in extra_info:
         raise ValueError(
             f"extra_info[{prompt_key!r}] must hold what the judge reads as the input (the prompt); "
             f"extra_info has {sorted(extra_info)}. Add it in the data preprocessing or set prompt_key"
         )
+    origin = f"extra_info[{rubric_column!r}] row {extra_info.get('index', position)}"
     return Sample(
         prompt=_prompt(extra_info[prompt_key]),
         completion=solution_str,
         reference=reference_text(ground_truth),
-        rubrics=extra_info.get("rubrics"),
+        rubrics=row_rubrics(extra_info.get(rubric_column), origin),
+        rubrics_origin=origin,
     )
 
 

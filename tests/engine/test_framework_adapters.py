@@ -1,5 +1,5 @@
-"""The OpenRLHF and veRL adapters against the real server, set up as the README's
-snippets say and called the way each framework calls them.
+"""The OpenRLHF and veRL adapters against the real server, set up by the README's
+snippets (read from README.md) and called the way each framework calls them.
 
 - Contract tests (always run): the calls are made as OpenRLHF 0.11 and veRL 0.9
   make them, written down from their source (OpenRLHF: openrlhf/utils/agent.py,
@@ -16,6 +16,7 @@ import asyncio
 import importlib.util
 import json
 import pathlib
+import shlex
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -23,17 +24,18 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from tests.engine.readme_snippets import snippet, with_server
+
 POLICY = pathlib.Path("~/.cache/geval-reward/models/smollm2-135m-instruct").expanduser()
 ARTICLE = "The city council voted on Tuesday to build a new public library on the site of the old bus depot."
 SUMMARY = "The council voted to build a library where the old bus depot stands."
 REFERENCE = "A library will be built on the old bus depot site."
 
-# The README's snippets, as files a framework loads.
-OPENRLHF_FILE = """from geval_client.openrlhf import make_reward_func
-reward_func = make_reward_func("{server}", {{"summeval-coherence": 1}})
-"""
+# The README's snippets: files a framework loads, and the bridge's command line.
+OPENRLHF_FILE = snippet("python", "geval_client.openrlhf")
+OPENRLHF_BRIDGE = snippet("bash", "-m geval_client.openrlhf")
+VERL_FILE = snippet("python", "geval_client.verl")
 OPENRLHF_ENV_FILE = "from geval_client.openrlhf import reward_func  # noqa: F401\n"
-VERL_FILE = "from geval_client.verl import compute_score, compute_score_async, compute_score_batch  # noqa: F401\n"
 
 
 @pytest.fixture(scope="module")
@@ -56,21 +58,25 @@ def openrlhf_query(tokenizer, prompt: str, response: str) -> str:
     return tokenizer.decode(ids, skip_special_tokens=False)
 
 
-def load_like_openrlhf(path: pathlib.Path):
-    """OpenRLHF's way of loading a --remote_rm_url Python file."""
+def load_file(path: pathlib.Path):
+    """How OpenRLHF loads a --remote_rm_url Python file (and veRL its custom reward file)."""
     spec = importlib.util.spec_from_file_location("reward_func", str(path))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.reward_func
+    return module
+
+
+def load_like_openrlhf(path: pathlib.Path):
+    return load_file(path).reward_func
 
 
 @pytest.fixture(scope="module")
 def bridge(server_address):
-    """The HTTP bridge, as its README line starts it (on a free port); yields its URL."""
+    """The HTTP bridge, as the README's line starts it (on a free port); yields its URL."""
+    command = shlex.split(with_server(OPENRLHF_BRIDGE, server_address))
+    assert command[:3] == ["python", "-m", "geval_client.openrlhf"] and command[-2:] == ["--port", "5000"]
     process = subprocess.Popen(
-        [sys.executable, "-m", "geval_client.openrlhf", "--server", server_address,
-         "--rubric", "summeval-coherence", "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        [sys.executable, *command[1:-1], "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )
     line = process.stdout.readline()
     assert "serving OpenRLHF's reward protocol on " in line, line
@@ -91,6 +97,15 @@ def post(url: str, payload: dict) -> tuple[int, dict]:
 
 
 # --- OpenRLHF, contract ------------------------------------------------------------------
+
+
+def test_the_readmes_openrlhf_file_scores_one_sample_per_call(server_address, tokenizer, tmp_path):
+    path = tmp_path / "geval_reward.py"
+    path.write_text(with_server(OPENRLHF_FILE, server_address))
+    reward_func = load_like_openrlhf(path)
+    prompt = openrlhf_prompt(tokenizer)
+    reply = reward_func([openrlhf_query(tokenizer, prompt, SUMMARY)], [prompt], [REFERENCE])
+    assert 0.0 < reply["rewards"][0] < 1.0 and reply["extra_logs"]["geval_failed"] == [0.0]
 
 
 def test_openrlhf_reward_file_scores_one_sample_per_call(server_address, tokenizer, tmp_path, monkeypatch):
@@ -129,9 +144,12 @@ def test_openrlhf_http_bridge_answers_openrlhfs_json(bridge, tokenizer):
 # --- veRL, contract ----------------------------------------------------------------------
 
 
-def test_verl_forms_as_its_reward_managers_call_them(server_address):
-    from geval_client.verl import compute_score, compute_score_async, compute_score_batch
-
+def test_verl_forms_as_its_reward_managers_call_them(server_address, tmp_path):
+    path = tmp_path / "geval_reward.py"
+    path.write_text(VERL_FILE)
+    module = load_file(path)  # the README's file, loaded as veRL loads a custom reward file
+    compute_score, compute_score_async, compute_score_batch = (
+        module.compute_score, module.compute_score_async, module.compute_score_batch)
     options = {"server": server_address, "rubrics": "summeval-coherence"}  # reward_kwargs
     extra_info = {"prompt": [{"role": "user", "content": ARTICLE}], "index": 0, "num_turns": None}
     # naive and remote managers: keywords, plus the router's when a reward model runs
@@ -171,7 +189,7 @@ def test_openrlhf_single_turn_executor_with_the_file_and_the_bridge(
 ):
     agent = pytest.importorskip("openrlhf.utils.agent")
     path = tmp_path / "geval_reward.py"
-    path.write_text(OPENRLHF_FILE.format(server=server_address))
+    path.write_text(with_server(OPENRLHF_FILE, server_address))
     prompt, sampling = openrlhf_prompt(tokenizer), SimpleNamespace(max_tokens=64, logprobs=None)
     rewards = []
     for remote_rm_url in (str(path), bridge):

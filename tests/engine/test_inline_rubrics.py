@@ -94,3 +94,26 @@ def test_sampled_answers_on_a_one_to_ten_rubric_parse_to_its_labels(client):
     assert [p.label for p in score.distribution] == [str(v) for v in range(1, 11)]
     assert sum(p.probability for p in score.distribution) == pytest.approx(1.0)
     assert 0.0 < score.label_mass <= 1.0
+
+
+def test_a_rubric_column_gives_each_row_its_rubric_in_trl_openrlhf_and_verl(client, server_address):
+    """Rows read back from a Hugging Face dataset (Arrow fills the keys a row lacks with None),
+    one row naming a served rubric: every adapter scores each row as its rubric served alone."""
+    import datasets
+    from geval_client import GEvalReward, openrlhf, verl
+
+    served = [client.score([make_item(ARTICLE, s)], rubrics=name)[0].reward for s, name in zip(SUMMARIES, PRESETS)]
+    rows = datasets.Dataset.from_list([{"rubric": _preset(name)} for name in PRESETS[:2]])[:]["rubric"]
+    criteria = [*rows, PRESETS[2]]
+    assert any(value is None for value in rows[0].values())
+
+    reward = GEvalReward(server_address, rubric_column="criteria")
+    assert reward(prompts=[ARTICLE] * 3, completions=SUMMARIES, criteria=criteria) == pytest.approx(served, abs=1e-5)
+
+    reply = openrlhf.make_reward_func(server_address)(
+        [ARTICLE + " " + s for s in SUMMARIES], [ARTICLE] * 3, [{"rubrics": c} for c in criteria])
+    assert reply["rewards"] == pytest.approx(served, abs=1e-5)
+
+    scores = verl.compute_score_batch(["summeval"] * 3, SUMMARIES, [None] * 3,
+                                      [{"prompt": ARTICLE, "rubrics": c} for c in criteria], server=server_address)
+    assert [s["score"] for s in scores] == pytest.approx(served, abs=1e-5)

@@ -1,6 +1,7 @@
 """One real GRPOTrainer step on CPU with the remote reward: the sync and the
 async reward functions both reach the server through TRL, and their rewards and
-diagnostics land in TRL's logs. Kept tiny: 2 completions of 8 tokens."""
+diagnostics land in TRL's logs; and the README's TRL snippet, run as written. Kept
+tiny: 2 completions of 8 tokens."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import math
 import pathlib
 
 from geval_client import AsyncGEvalReward, GEvalReward
+
+from tests.engine.readme_snippets import snippet, with_server
 
 POLICY = pathlib.Path("~/.cache/geval-reward/models/smollm2-135m-instruct").expanduser()
 ARTICLE = "The city council voted on Tuesday to build a new public library on the site of the old bus depot."
@@ -46,3 +49,28 @@ def test_grpo_trainer_step_with_remote_rewards(server_address, tmp_path):
     assert math.isfinite(logs["loss"])
     assert "geval/self_preference_margin" in logs  # the sync reward also scored the reference
     sync_reward.close()
+
+
+def test_the_readmes_trl_snippet_trains_a_grpo_step(server_address, tmp_path):
+    """The README's three lines, run as written with a tiny policy, config and dataset."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    names = {
+        "GRPOTrainer": GRPOTrainer,
+        "policy": str(POLICY),
+        "config": GRPOConfig(
+            output_dir=str(tmp_path), use_cpu=True, bf16=False, max_steps=1, per_device_train_batch_size=2,
+            num_generations=2, max_completion_length=8, logging_steps=1, save_strategy="no", report_to="none",
+        ),
+        "dataset": Dataset.from_list([{
+            "prompt": [{"role": "user", "content": f"Summarize in one sentence: {ARTICLE}"}],
+            "reference": "A library will be built on the old bus depot site.",
+        }] * 2),
+    }
+    exec(with_server(snippet("python", "GRPOTrainer"), server_address), names)
+    names["trainer"].train()
+    logs = names["trainer"].state.log_history[0]
+    name = "geval_summeval-coherence+2*summeval-relevance"
+    assert 0.0 <= logs[f"rewards/{name}/mean"] <= 1.0 and 0.0 < logs[f"{name}/label_mass"] <= 1.0
+    assert math.isfinite(logs["loss"])

@@ -18,8 +18,9 @@ from scipy.stats import spearmanr
 def test_importing_the_client_loads_no_torch_vllm_or_trl():
     code = (
         "import sys, geval_client\n"
-        "from geval_client import GEvalReward, AsyncGEvalReward\n"
-        "print(sorted(m for m in ('torch', 'vllm', 'trl', 'transformers') if m in sys.modules))"
+        "from geval_client import GEvalReward, AsyncGEvalReward, openrlhf, verl\n"
+        "heavy = ('torch', 'vllm', 'trl', 'transformers', 'openrlhf', 'verl', 'ray')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))"
     )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..prompts import JudgeInput
+from ..reasoning import REASONING_TOKENS
 from ..scoring import ScoreEstimate
 
 
@@ -27,6 +28,7 @@ class Mode(enum.Enum):
 
     LOGPROBS = "logprobs"
     SAMPLING = "sampling"
+    REASONING = "reasoning"  # the judge writes its evaluation, then the slot is read after it
 
 
 @dataclass(frozen=True)
@@ -36,11 +38,18 @@ class Sampling:
 
 
 @dataclass(frozen=True)
+class Reasoning:
+    max_tokens: int = REASONING_TOKENS
+    temperature: float = 0.0  # greedy
+
+
+@dataclass(frozen=True)
 class ScoreOptions:
     """Per call; scorers that read no score slot ignore them."""
 
     mode: Mode = Mode.LOGPROBS
     sampling: Sampling = Sampling()
+    reasoning: Reasoning = Reasoning()
 
 
 class ItemFailure(Exception):
@@ -58,6 +67,7 @@ class Score:
 
     estimate: ScoreEstimate
     mode: Mode | None = None  # how a score slot was read; None for scorers without one
+    rationale: str = ""  # reasoning mode: the judge's evaluation before the slot
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@
   or more: on 2 or 3 it is +-1 or close to it whatever the judge does.
 
 Per completion (TRL's completions table, through log_extra): label_mass (mean
-over the rubrics), error (the server's message) and score_claims_removed.
+over the rubrics), error (the server's message), score_claims_removed, and in
+reasoning mode rationale (the judge's evaluation, per rubric where there are several).
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def batch_metrics(
 def completion_columns(results: Sequence[reward_pb2.ItemResult], completions: int) -> dict[str, list]:
     """One value per completion for each column; None where it does not apply."""
     mine = results[:completions]
-    return {
+    columns = {
         "label_mass": [
             None if r.HasField("error") or not r.scores else float(np.mean([s.label_mass for s in r.scores]))
             for r in mine
@@ -75,6 +76,16 @@ def completion_columns(results: Sequence[reward_pb2.ItemResult], completions: in
         "error": [r.error.message if r.HasField("error") else None for r in mine],
         "score_claims_removed": [r.score_claims_removed for r in mine],
     }
+    if any(s.rationale for r in mine for s in r.scores):
+        columns["rationale"] = [_rationale(r.scores) for r in mine]
+    return columns
+
+
+def _rationale(scores: Sequence[reward_pb2.RubricScore]) -> str | None:
+    """One rubric's evaluation as written; several, each under its rubric's name."""
+    if len(scores) == 1:
+        return scores[0].rationale
+    return "\n\n".join(f"[{s.rubric}] {s.rationale}" for s in scores if s.rationale) or None
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:

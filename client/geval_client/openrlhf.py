@@ -153,10 +153,12 @@ class OpenRLHFReward:
 
 
 def make_reward_func(
-    server: str | None = None, rubrics: Rubrics = None, on_error: OnError | None = None, timeout: float = 300.0
+    server: str | None = None, rubrics: Rubrics = None, on_error: OnError | None = None, timeout: float = 300.0,
+    reasoning_tokens: int | None = None,
 ) -> OpenRLHFReward:
-    """A `reward_func` for a --reward.remote_url file; options left None come from the environment."""
-    return OpenRLHFReward(SampleScorer.configure(server, rubrics, on_error, timeout))
+    """A `reward_func` for a --reward.remote_url file; options left None come from the environment.
+    reasoning_tokens: reasoning mode (the judge evaluates first, within this budget)."""
+    return OpenRLHFReward(SampleScorer.configure(server, rubrics, on_error, timeout, reasoning_tokens=reasoning_tokens))
 
 
 def reward_func(queries, prompts, labels=None, **kwargs) -> dict[str, Any]:
@@ -213,6 +215,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                         "server cannot score because of the completion")
     parser.add_argument("--auth-token-file", help="the server's bearer token (default: $GEVAL_REWARD_AUTH_TOKEN)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per scoring call")
+    parser.add_argument("--reasoning-tokens", type=int, help="reasoning mode: the judge writes its evaluation "
+                        "(at most this many tokens) before its score is read (default: $GEVAL_REWARD_REASONING_TOKENS)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=5000)
     args = parser.parse_args(argv)
@@ -221,7 +225,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         on_error = None if args.on_error is None else args.on_error if args.on_error == "min" else float(args.on_error)
         scorer = SampleScorer.configure(
             server=args.server, rubrics=rubrics_from_text(",".join(args.rubric)) or None, on_error=on_error,
-            timeout=args.timeout, token=read_token(args.auth_token_file),
+            timeout=args.timeout, token=read_token(args.auth_token_file), reasoning_tokens=args.reasoning_tokens,
         )
     except (ValueError, OSError) as error:
         parser.error(str(error))

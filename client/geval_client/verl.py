@@ -15,7 +15,7 @@ What each sample gives the judge: the input is extra_info[prompt_key] ("prompt" 
 default; text or chat messages), the reference is ground_truth when it is text, and
 extra_info["rubrics"] (names, {name: weight} or rubric dicts) replaces the rubrics
 for that sample. Options
-(server, rubrics, on_error, prompt_key, timeout) come as keyword arguments, e.g. from
+(server, rubrics, on_error, prompt_key, timeout, reasoning_tokens: reasoning mode) come as keyword arguments, e.g. from
 `reward.custom_reward_function.reward_kwargs`, else from the environment
 (sample_rewards.py). Other keyword arguments veRL passes (reward_router_address,
 reward_model_tokenizer) are ignored.
@@ -49,9 +49,10 @@ def compute_score(
     on_error: OnError | None = None,
     prompt_key: str = PROMPT_KEY,
     timeout: float = 300.0,
+    reasoning_tokens: int | None = None,
     **framework_kwargs: Any,
 ) -> dict[str, float]:
-    scorer = SampleScorer.configure(server, rubrics, on_error, timeout)
+    scorer = SampleScorer.configure(server, rubrics, on_error, timeout, reasoning_tokens=reasoning_tokens)
     return _reply(scorer.score([_sample(solution_str, ground_truth, extra_info, prompt_key)])[0])
 
 
@@ -66,9 +67,10 @@ async def compute_score_async(
     on_error: OnError | None = None,
     prompt_key: str = PROMPT_KEY,
     timeout: float = 300.0,
+    reasoning_tokens: int | None = None,
     **framework_kwargs: Any,
 ) -> dict[str, float]:
-    scorer = SampleScorer.configure(server, rubrics, on_error, timeout)
+    scorer = SampleScorer.configure(server, rubrics, on_error, timeout, reasoning_tokens=reasoning_tokens)
     rewards = await scorer.score_async([_sample(solution_str, ground_truth, extra_info, prompt_key)])
     return _reply(rewards[0])
 
@@ -84,6 +86,7 @@ def compute_score_batch(
     on_error: OnError | None = None,
     prompt_key: str = PROMPT_KEY,
     timeout: float = 300.0,
+    reasoning_tokens: int | None = None,
     **framework_kwargs: Any,
 ) -> list[dict[str, float]]:
     if not len(solution_strs) == len(ground_truths) == len(extra_infos):
@@ -91,7 +94,7 @@ def compute_score_batch(
             f"got {len(solution_strs)} solution_strs, {len(ground_truths)} ground_truths and "
             f"{len(extra_infos)} extra_infos"
         )
-    scorer = SampleScorer.configure(server, rubrics, on_error, timeout)
+    scorer = SampleScorer.configure(server, rubrics, on_error, timeout, reasoning_tokens=reasoning_tokens)
     samples = [_sample(s, g, e, prompt_key) for s, g, e in zip(solution_strs, ground_truths, extra_infos)]
     return [_reply(reward) for reward in scorer.score(samples)]
 

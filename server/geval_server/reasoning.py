@@ -25,6 +25,7 @@ from .tokenization import Tokenization
 REASONING_TOKENS = 256  # the rationale's default budget
 # Think blocks as the families write them: an opener left unclosed gets its closer.
 THINK_BLOCKS = (("<think>", "</think>"), ("<|channel>", "<channel|>"))
+FORM_LINE_MARKUP = " \t\r\n-*#"  # what a judge writes before a form line's criterion
 
 
 def ask_text(tokenization: Tokenization, rubric: Rubric) -> str:
@@ -45,9 +46,12 @@ def stops(rubric: Rubric) -> tuple[str, ...]:
 
 
 def rationale_tokens(decode: Callable[[list[int]], str], token_ids: Sequence[int], text: str) -> list[int]:
-    """The generated tokens that write `text` (vLLM's text, cut before a stop string): the
-    longest prefix of token_ids whose decoding begins `text`. vLLM's token ids also hold
-    the stop string's tokens and an end-of-turn token, which must not reach the slot read."""
+    """The generated tokens that write `text` (vLLM's text, cut before a stop string), less
+    the whitespace and markup that began the form line (`\n- ` before `Coherence:`): the
+    longest prefix of token_ids whose decoding begins the text so trimmed. vLLM's token ids
+    also hold the stop string's tokens and an end-of-turn token, which must not reach the
+    slot read."""
+    text = text.rstrip(FORM_LINE_MARKUP)
     for k in range(len(token_ids), 0, -1):
         if text.startswith(decode(list(token_ids[:k]))):
             return list(token_ids[:k])

@@ -2,6 +2,7 @@
 
     python benchmarks/injection_bench.py [--docs 4] [--rubric summeval-coherence]
                                          [--server HOST:PORT] [--out benchmarks/results/injections.md]
+                                         [--mode logprobs|reasoning] [--reasoning-tokens 256]
 
 Base items are SummEval summaries, one per document (the one with the median
 expert score on the rubric's dimension). Each is scored clean and with every
@@ -79,6 +80,9 @@ def main() -> None:
     parser.add_argument("--out", type=pathlib.Path, default=RESULTS / "injections.md")
     parser.add_argument("--keep-score-claims", action="store_true",
                         help="start the server with --keep-score-claims: the judge reads completions as written")
+    parser.add_argument("--mode", choices=("logprobs", "reasoning"), default="logprobs",
+                        help="reasoning: the judge writes its evaluation before its score is read")
+    parser.add_argument("--reasoning-tokens", type=int, default=256, help="the evaluation's budget (reasoning mode)")
     args = parser.parse_args()
 
     corpus = load_corpus(args.corpus)
@@ -100,7 +104,8 @@ def main() -> None:
             summary = record.text
             completions = [summary] + [e.apply(summary, a) for e, a in zip(corpus, attacks)]
             results = client.score(
-                [make_item(record.source, c) for c in completions], rubrics=[args.rubric]
+                [make_item(record.source, c) for c in completions], rubrics=[args.rubric],
+                reasoning_tokens=args.reasoning_tokens if args.mode == "reasoning" else None,
             )
             if results[0].HasField("error"):
                 raise RuntimeError(f"clean summary of {record.group} failed: {results[0].error.message}")
@@ -127,7 +132,7 @@ def main() -> None:
         "# Injection benchmark results",
         "",
         f"Command: `{' '.join(['python benchmarks/injection_bench.py', *sys.argv[1:]])}`",
-        f"Judge: {info.judge_model}; rubric `{args.rubric}`; {len(base)} SummEval summaries x "
+        f"Judge: {info.judge_model}; rubric `{args.rubric}`; mode {args.mode}; {len(base)} SummEval summaries x "
         f"{len(corpus)} corpus entries; {elapsed:.0f} s; {time.strftime('%Y-%m-%d')}.",
         f"Clean reward: mean {statistics.mean(clean_rewards):.3f}, "
         f"range {min(clean_rewards):.3f}-{max(clean_rewards):.3f}; label mass {statistics.mean(clean_masses):.2f}.",

@@ -11,6 +11,7 @@ from geval_client import make_item
 from geval_client.diagnostics import completion_columns
 from geval_client.pb import reward_pb2
 from geval_client.requests import score_request
+from geval_client.sample_rewards import REASONING_ENV, SampleScorer
 from geval_server.engine import Generation
 from geval_server.prompts import FORM_HEADER, JudgeInput
 from geval_server.reasoning import rationale_tokens, stops, unclosed_think
@@ -143,3 +144,13 @@ def test_rationales_reach_the_completions_table_only_in_reasoning_mode():
     assert completion_columns([reasoned, two], 2)["rationale"] == ["Clear.", "[a] Clear.\n\n[b] Off topic."]
     plain = reward_pb2.ItemResult(scores=[reward_pb2.RubricScore(rubric="a")])
     assert "rationale" not in completion_columns([plain], 1)
+
+
+def test_openrlhf_and_verl_take_the_mode_from_an_option_or_the_environment(monkeypatch):
+    assert SampleScorer.configure("judge:1").reasoning_tokens is None
+    assert SampleScorer.configure("judge:1", reasoning_tokens=64).reasoning_tokens == 64
+    monkeypatch.setenv(REASONING_ENV, "128")
+    assert SampleScorer.configure("judge:1").reasoning_tokens == 128
+    monkeypatch.setenv(REASONING_ENV, "many")
+    with pytest.raises(ValueError, match=REASONING_ENV):
+        SampleScorer.configure("judge:1")

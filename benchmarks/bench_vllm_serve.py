@@ -4,6 +4,9 @@ Same judge, same engine settings, same 64 SummEval items (8 articles x 8
 summaries), each engine fresh with the rubric prefix warm:
 
 - ours: one 64-item Score call; the exact probability of every label;
+- ours, reasoning mode: one 64-item Score call in which the judge first writes its
+  evaluation (greedy, up to 512 tokens, stopped where it starts the form or a score),
+  then the exact probability of every label at the slot after it;
 - (a) `vllm serve`, one chat.completions request per item, all concurrent, the
   same prompt with the assistant turn pre-filled up to the score, reading the
   single score token with logprobs=True, top_logprobs=20;
@@ -12,6 +15,10 @@ summaries), each engine fresh with the rubric prefix warm:
 
 A label is "missed" when our exact reading gives it at least MISS_THRESHOLD
 probability and it is not among the 20 tokens (a) or (b) return.
+
+Before the servers, a probe on a bare engine checks that the slot read after a
+rationale reuses the KV blocks of the tokens the judge generated (vLLM's
+`num_cached_tokens` of the second request).
 
     python benchmarks/bench_vllm_serve.py [--port 50402] [--vllm-port 50450]
 """
@@ -99,20 +106,66 @@ class Reading:
         return sum(int(label) * p for label, p in seen.items()) / total if total > 0 else None
 
 
-async def ours(port: int, items: list[dict], warm: list[dict]) -> tuple[h.Timed, list[Reading]]:
+async def ours(port: int, items: list[dict], warm: list[dict]) -> tuple[h.Timed, list[Reading], h.Timed,
+                                                                      list[Reading], list[str]]:
+    """The plain read, then reasoning mode on a fresh server (a cold cache but for the
+    warm-up item); the rationales too."""
     from geval_client import AsyncRewardClient
 
-    with h.geval_server(port, log_name="bench_vllm_serve-server") as (address, pid):
-        await h.score_concurrently(address, [warm], 1)
-        async with AsyncRewardClient(address, timeout=1800) as client:
-            async with h.timed([pid]) as t:
-                results = await client.score(items, rubrics=h.RUBRIC)
+    runs = []
+    for reasoning_tokens in (None, REASONING_TOKENS):
+        with h.geval_server(port, log_name="bench_vllm_serve-server") as (address, pid):
+            async with AsyncRewardClient(address, timeout=3600) as client:
+                await client.score(warm, rubrics=h.RUBRIC, reasoning_tokens=reasoning_tokens)
+                async with h.timed([pid]) as t:
+                    results = await client.score(items, rubrics=h.RUBRIC, reasoning_tokens=reasoning_tokens)
+        print(f"ours, reasoning_tokens={reasoning_tokens}: {len(items)} items in {t.seconds:.1f} s "
+              f"({t.cpu_seconds:.1f} CPU s)", flush=True)
+        runs.append((t, results))
+    (t, plain), (tr, reasoned) = runs
+    return t, _exact(plain), tr, _exact(reasoned), [r.scores[0].rationale for r in reasoned]
+
+
+def _exact(results) -> list[Reading]:
     readings = []
     for result in results:
         score = result.scores[0]
         readings.append(Reading({d.label: d.probability * score.label_mass for d in score.distribution}))
-    print(f"ours: {len(items)} items in {t.seconds:.1f} s ({t.cpu_seconds:.1f} CPU s)", flush=True)
-    return t, readings
+    return readings
+
+
+async def kv_reuse_probe(prompts: h.JudgePrompts, items: list[dict]) -> list[tuple[int, int, int]]:
+    """Per item, on a bare engine with the server's settings: (tokens of the reasoning
+    prompt and the rationale the judge wrote, tokens of the slot read, of which served
+    from vLLM's prefix cache). The slot read follows the rationale request, as the server
+    issues them."""
+    from geval_server.reasoning import rationale_tokens
+    from vllm import SamplingParams
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.inputs import TokensPrompt
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    engine = AsyncLLM.from_engine_args(AsyncEngineArgs(model=h.embedded_model_path(), **h.engine_settings()))
+    layout, slot = prompts.prepared.reasoning, prompts.prepared.slot
+
+    async def final(ids: list[int], params: SamplingParams):
+        async for output in engine.generate(TokensPrompt(prompt_token_ids=ids), params, request_id=str(id(params))):
+            last = output
+        return last
+
+    found = []
+    try:
+        for item in items:
+            prompt = prompts.ids(item)[:-len(slot.ids)] + layout.ask_ids
+            written = (await final(prompt, SamplingParams(max_tokens=REASONING_TOKENS, temperature=0.0,
+                                                          stop=list(layout.stops)))).outputs[0]
+            kept = rationale_tokens(prompts.tokenization.decode, written.token_ids, written.text)
+            read = prompt + kept + layout.slot_ids(kept)[1]
+            cached = (await final(read, SamplingParams(max_tokens=1, temperature=0.0))).num_cached_tokens
+            found.append((len(prompt) + len(kept), len(read), cached))
+    finally:
+        engine.shutdown()
+    return found
 
 
 def _top_labels(top_logprobs, labels: list[str]) -> dict[str, float]:
@@ -201,13 +254,18 @@ def main() -> None:
     labels = list(prompts.prepared.rubric.scale.labels)
     our_ids = [prompts.ids(item) for item in items]
 
-    t_ours, exact = asyncio.run(ours(args.port, items, warm))
+    probe = asyncio.run(kv_reuse_probe(prompts, items[:4]))
+    for written, read, cached in probe:
+        print(f"probe: prompt+rationale {written} tokens, slot read {read} tokens, {cached} from the cache",
+              flush=True)
+    t_ours, exact, t_reasoned, reasoned, rationales = asyncio.run(ours(args.port, items, warm))
     t_a, a, t_b, b = asyncio.run(alternatives(args.vllm_port, items, warm, prompts, our_ids))
 
     n = len(items)
     rows = [["ours: one Score call, exact label log-probs", round(n / t_ours.seconds, 3), 1.0, 1.0,
              round(t_ours.cpu_seconds / n, 3), "-", "-", "-", "-"]]
     for name, t, readings in [
+        (f"ours, reasoning mode <= {REASONING_TOKENS} tokens, exact label log-probs after it", t_reasoned, reasoned),
         ("(a) vllm serve, 1 request/item, top-20 of the score token", t_a, a),
         (f"(b) vllm serve, reasoning <= {REASONING_TOKENS} tokens, top-20 of the last score", t_b, b),
     ]:
@@ -233,6 +291,15 @@ def main() -> None:
             "engine core and worker); 'ours speed-up' = their time / ours.",
             f"(a)'s prompt token ids equal ours for {sum(matched)} of {len(matched)} items "
             "(chat template rendered by vllm serve, the assistant turn continued).",
+            f"Reasoning mode: (b) took {t_b.seconds / t_reasoned.seconds:.2f}x its wall time and "
+            f"{t_b.cpu_seconds / t_reasoned.cpu_seconds:.2f}x its CPU; its rationales averaged "
+            f"{statistics.mean(len(prompts.tokenization.user(r)) for r in rationales):.0f} tokens "
+            f"({sum(not r for r in rationales)} empty); its missed-label columns compare its exact reading with "
+            "the plain one (it reads every label exactly, after its rationale), so they only say how far the "
+            "rationale moved the score.",
+            "KV reuse probe (bare engine, first 4 items): "
+            + "; ".join(f"slot read of {read} tokens, {cached} from the cache (prompt + rationale {written})"
+                        for written, read, cached in probe) + ".",
         ],
         machine_info=info,
     )

@@ -3,6 +3,7 @@ and how many clean texts of the evaluation sets the server's score-claim blankin
 
     python benchmarks/injection_bench.py [--docs 4] [--rubric summeval-coherence]
         [--corpus FILE ...] [--server HOST:PORT] [--keep-score-claims] [--out FILE]
+        [--sampling-n N | --reasoning-tokens N]
 
 Base texts are SummEval summaries, one per document (the one with the median
 expert score on the rubric's dimension). Without --server it starts the
@@ -73,6 +74,8 @@ def main() -> None:
                         help=f"injection file (repeatable; default {CORPUS.name})")
     parser.add_argument("--server", help="address of a running server (default: start the embedded judge)")
     parser.add_argument("--sampling-n", type=int, help="score by sampling n answers instead of log-probabilities")
+    parser.add_argument("--reasoning-tokens", type=int,
+                        help="score in reasoning mode: the judge evaluates first, within this many tokens")
     parser.add_argument("--out", type=pathlib.Path, default=RESULTS / "injections.md")
     parser.add_argument("--keep-score-claims", action="store_true",
                         help="start the server with --keep-score-claims: the judge reads completions as written")
@@ -87,7 +90,7 @@ def main() -> None:
         client = stack.enter_context(RewardClient(address, timeout=3600))
         for path, corpus in corpora.items():
             started = time.monotonic()
-            results[path] = run_redteam(client, bases, corpus, args.rubric, args.sampling_n)
+            results[path] = run_redteam(client, bases, corpus, args.rubric, args.sampling_n, args.reasoning_tokens)
             seconds[path] = time.monotonic() - started
     first = next(iter(results.values()))
     report = [

@@ -6,6 +6,8 @@ Conditions, each a column of the results table:
 - probability-weighted: E[s] from the exact label probabilities (the server's reward);
 - argmax: the most likely label of the same distribution (no extra judge calls);
 - sampling: the mean of n sampled answers (default n=20, temperature 1, as the paper);
+- reasoning: E[s] from the exact label probabilities read after the judge has written
+  its own evaluation (greedy, at most --reasoning-tokens);
 each with the rubric's evaluation steps and without them. "Without steps" serves
 copies of the presets whose steps are one neutral line (see NO_STEPS_TEXT):
 the prompt layout always has an `Evaluation Steps:` section, and a rubric
@@ -21,6 +23,8 @@ Usage (starts the embedded judge itself unless --target is given):
     python benchmarks/meta_eval.py --summeval-docs 3 --topical-contexts 5 --qags-docs 20
     python benchmarks/meta_eval.py --tasks summeval --summeval-docs 10 --modes logprobs --steps with
     python benchmarks/meta_eval.py --modes= --steps with --likelihood generic,aspect   # likelihood_meta.py
+    python benchmarks/meta_eval.py --tasks summeval,topical-chat --summeval-docs 2 --topical-contexts 3 \
+        --modes logprobs,sampling,reasoning --steps with
 """
 
 from __future__ import annotations
@@ -128,7 +132,7 @@ def write_no_steps_rubrics(names: set[str], folder: pathlib.Path) -> None:
 
 @dataclass
 class Condition:
-    mode: str  # "logprobs" or "sampling"
+    mode: str  # "logprobs", "sampling" or "reasoning"
     steps: bool
 
     @property
@@ -141,18 +145,19 @@ class Condition:
 
 
 def score_task(client: RewardClient, task: Task, condition: Condition, sampling_n: int,
-               batch: int) -> tuple[dict[str, dict[str, list[float]]], dict]:
+               batch: int, reasoning_tokens: int = 128) -> tuple[dict[str, dict[str, list[float]]], dict]:
     """metric -> dimension -> one score per item (NaN where the item failed), and run facts
     (among them the mean label mass per dimension)."""
     rubric_of = {dim: preset + condition.suffix for dim, preset in task.rubrics.items()}
-    metrics = ("probability-weighted", "argmax") if condition.mode == "logprobs" else ("sampling",)
+    metrics = ("probability-weighted", "argmax") if condition.mode == "logprobs" else (condition.mode,)
     scores = {m: {d: [] for d in task.rubrics} for m in metrics}
-    failures, masses = 0, {d: [] for d in task.rubrics}
+    failures, masses, rationale_words = 0, {d: [] for d in task.rubrics}, []
     started = time.perf_counter()
     for start in range(0, len(task.items), batch):
         results = client.score(
             task.items[start : start + batch], rubrics=list(rubric_of.values()),
             sampling_n=sampling_n if condition.mode == "sampling" else None,
+            reasoning_tokens=reasoning_tokens if condition.mode == "reasoning" else None,
         )
         for result in results:
             by_rubric = {s.rubric: s for s in result.scores}
@@ -161,11 +166,12 @@ def score_task(client: RewardClient, task: Task, condition: Condition, sampling_
             for dim, rubric in rubric_of.items():
                 score = None if failed else by_rubric.get(rubric)
                 masses[dim] += [score.label_mass] if score else []
+                rationale_words += [len(score.rationale.split())] if score and condition.mode == "reasoning" else []
                 if "probability-weighted" in scores:
                     scores["probability-weighted"][dim].append(score.expected_score if score else math.nan)
                     scores["argmax"][dim].append(float(score.top_label) if score else math.nan)
                 else:
-                    scores["sampling"][dim].append(score.expected_score if score else math.nan)
+                    scores[condition.mode][dim].append(score.expected_score if score else math.nan)
         print(f"  {task.name} [{condition.label}] {min(start + batch, len(task.items))}/{len(task.items)} "
               f"items, {time.perf_counter() - started:.0f}s", file=sys.stderr, flush=True)
     every_mass = [m for values in masses.values() for m in values]
@@ -173,6 +179,8 @@ def score_task(client: RewardClient, task: Task, condition: Condition, sampling_
              "mean_label_mass": sum(every_mass) / len(every_mass) if every_mass else math.nan,
              "label_mass_by_dimension": {d: sum(v) / len(v) if v else math.nan for d, v in masses.items()},
              "judge_requests": len(task.items) * len(rubric_of)}
+    if rationale_words:
+        facts["mean_rationale_words"] = sum(rationale_words) / len(rationale_words)
     return scores, facts
 
 
@@ -280,7 +288,7 @@ def run(args: argparse.Namespace, client: RewardClient, judge_model: str, scale_
     for task in tasks:
         raw[task.name] = {"human": task.humans, "groups": task.groups}
         for condition in conditions:
-            scores, fact = score_task(client, task, condition, args.sampling_n, args.batch)
+            scores, fact = score_task(client, task, condition, args.sampling_n, args.batch, args.reasoning_tokens)
             facts.append({"benchmark": task.name, "condition": condition.label, **fact})
             raw[task.name][condition.label] = scores
             for dim, mass in fact["label_mass_by_dimension"].items():
@@ -334,6 +342,7 @@ def main() -> None:
     parser.add_argument("--steps", type=lambda s: [v == "with" for v in s.split(",")], default=[True, False],
                         help="with,without (default both)")
     parser.add_argument("--sampling-n", type=int, default=20)
+    parser.add_argument("--reasoning-tokens", type=int, default=128, help="the evaluation's budget (mode reasoning)")
     parser.add_argument("--batch", type=int, default=16, help="items per Score call")
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--machine", default="this machine", help="described in the results, e.g. '2-core CPU'")

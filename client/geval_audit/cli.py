@@ -59,7 +59,12 @@ def add_parser(commands) -> None:
     server.add_argument("--rubric", type=_rubric, action="append", default=[], metavar="NAME[=WEIGHT]",
                         help="rubric to score with (repeatable; default: the server's default rubric)")
     server.add_argument("--sampling-n", type=int, help="score by sampling n answers instead of log-probabilities")
-    server.add_argument("--temperature", type=float, help="sampling temperature (server default 1.0)")
+    server.add_argument("--reasoning-tokens", type=int, metavar="N",
+                        help="reasoning mode: the judge writes its evaluation (at most N tokens) before its score "
+                        "is read; the evaluations are kept in the run's records")
+    server.add_argument("--temperature", type=float,
+                        help="sampling temperature (server default 1.0), or the evaluation's in reasoning mode "
+                        "(default greedy)")
     server.add_argument("--batch-size", type=int, default=16, help="rows per Score call (default 16)")
     server.add_argument("--timeout", type=float, default=600.0, help="seconds per Score call (default 600)")
     checks = audit.add_argument_group("checks and CI gates")
@@ -90,9 +95,12 @@ def config_from_args(args: argparse.Namespace):
     if args.min_agreement is not None and not columns.human_scores:
         raise AuditError("--min-agreement needs at least one --human-score-column")
     for flag, value in (("--limit", args.limit), ("--max-prompts", args.max_prompts),
-                        ("--batch-size", args.batch_size), ("--sampling-n", args.sampling_n)):
+                        ("--batch-size", args.batch_size), ("--sampling-n", args.sampling_n),
+                        ("--reasoning-tokens", args.reasoning_tokens)):
         if value is not None and value < 1:
             raise AuditError(f"{flag} must be at least 1, got {value}")
+    if args.sampling_n is not None and args.reasoning_tokens is not None:
+        raise AuditError("give --sampling-n or --reasoning-tokens, not both")
     if len({name for name, _ in args.rubric}) != len(args.rubric):
         raise AuditError("--rubric: a rubric is named twice")
     try:
@@ -104,6 +112,7 @@ def config_from_args(args: argparse.Namespace):
         limit=args.limit, max_groups=args.max_prompts, target=args.target,
         serve_args=shlex.split(args.serve_args) if args.start_server else None,
         rubrics=dict(args.rubric), sampling_n=args.sampling_n, temperature=args.temperature,
+        reasoning_tokens=args.reasoning_tokens,
         batch_size=args.batch_size, timeout_s=args.timeout, self_preference=not args.no_self_preference,
         semscore=not args.no_semscore, resamples=args.bootstrap_resamples, seed=args.seed,
         fail_on_self_preference=args.fail_on_self_preference,
@@ -188,6 +197,8 @@ def add_redteam_parser(commands) -> None:
     redteam.add_argument("--start-server", action="store_true", help="start a judge server for this run instead")
     redteam.add_argument("--serve-args", default="", help="arguments for the started server")
     redteam.add_argument("--sampling-n", type=int, help="score by sampling n answers instead of log-probabilities")
+    redteam.add_argument("--reasoning-tokens", type=int,
+                         help="score in reasoning mode: the judge evaluates first, within this many tokens")
     redteam.add_argument("--timeout", type=float, default=1800.0, help="seconds per Score call (default 1800)")
     redteam.add_argument("--max-mean-shift", type=float, metavar="X",
                          help="exit 1 when the attacks' mean shift of the reward is over X (e.g. 0.05)")
@@ -214,7 +225,7 @@ def redteam_main(args: argparse.Namespace) -> int:
             target = (stack.enter_context(running_server(*shlex.split(args.serve_args)))
                       if args.start_server else args.target)
             client = stack.enter_context(RewardClient(target, timeout=args.timeout, token=token))
-            result = run_redteam(client, bases, corpus, args.rubric, args.sampling_n)
+            result = run_redteam(client, bases, corpus, args.rubric, args.sampling_n, args.reasoning_tokens)
     except (OSError, ValueError, TypeError, RedTeamError, ServerStartError, RewardServerError) as error:
         print(f"geval-reward redteam: error: {error}", file=sys.stderr)
         return 2

@@ -115,10 +115,12 @@ class RedTeamResult:
 
 
 def run_redteam(
-    client, bases: Sequence[BaseText], corpus: Sequence[Injection], rubric: str, sampling_n: int | None = None
+    client, bases: Sequence[BaseText], corpus: Sequence[Injection], rubric: str, sampling_n: int | None = None,
+    reasoning_tokens: int | None = None,
 ) -> RedTeamResult:
     """Scores every base text clean and attacked by every entry, one Score call per base text
-    (by log-probabilities, or by sampling `sampling_n` answers)."""
+    (by log-probabilities, by sampling `sampling_n` answers, or in reasoning mode with a
+    rationale of at most `reasoning_tokens`)."""
     from geval_client import make_item
 
     info = client.info()
@@ -132,7 +134,7 @@ def run_redteam(
     for base in bases:
         completions = [base.completion] + [e.apply(base.completion, a) for e, a in zip(corpus, attacks)]
         items = [make_item(base.prompt, c, base.reference) for c in completions]
-        results = client.score(items, rubrics=[rubric], sampling_n=sampling_n)
+        results = client.score(items, rubrics=[rubric], sampling_n=sampling_n, reasoning_tokens=reasoning_tokens)
         if results[0].HasField("error"):
             raise RedTeamError(f"the clean text {base.label} could not be scored: {results[0].error.message}")
         clean = results[0].reward

@@ -43,6 +43,7 @@ class AuditConfig:
     rubrics: dict[str, float] = field(default_factory=dict)  # empty: the server's default
     sampling_n: int | None = None
     temperature: float | None = None
+    reasoning_tokens: int | None = None
     batch_size: int = 16
     timeout_s: float = 600.0
     self_preference: bool = True
@@ -112,6 +113,9 @@ def _semscore_model(config: AuditConfig, served: dict) -> str | None:
 
 
 def _mode(config: AuditConfig) -> str:
+    if config.reasoning_tokens is not None:
+        how = "greedy" if not config.temperature else f"at temperature {config.temperature:g}"
+        return f"reasoning ({how} evaluation of at most {config.reasoning_tokens} tokens), then log-probabilities"
     if config.sampling_n is None:
         return "log-probabilities (probability-weighted score)"
     return f"sampling, n={config.sampling_n} at temperature {config.temperature or 1.0:g}"
@@ -165,6 +169,7 @@ def run_audit(config: AuditConfig) -> AuditOutcome:
         options = ScoringOptions(
             rubrics, config.sampling_n, config.temperature, config.batch_size, score_references,
             send_references=bool(uses_reference), semscore=semscore_model is not None,
+            reasoning_tokens=config.reasoning_tokens,
         )
         scored_now = score_rows(rows, client, store, options)
     done = store.load()

@@ -41,6 +41,7 @@ class ScoringOptions:
     score_references: bool = True
     send_references: bool = False  # only rubrics that compare with a reference read it
     semscore: bool = False  # ask the server for SemScore of each completion against its reference
+    reasoning_tokens: int | None = None  # reasoning mode with this budget
 
 
 def words(text: str | None) -> int | None:
@@ -177,7 +178,7 @@ def _score_missing(batch: Sequence[AuditRow], client, options: ScoringOptions, c
         return
     results = client.score(
         list(wanted.values()), rubrics=options.rubrics,
-        sampling_n=options.sampling_n, temperature=options.temperature,
+        sampling_n=options.sampling_n, temperature=options.temperature, reasoning_tokens=options.reasoning_tokens,
     )
     for key, result in zip(wanted, results):
         cache[key] = _result_dict(result)

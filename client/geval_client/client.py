@@ -93,9 +93,11 @@ class RewardClient(_ClientBase):
         rubrics: Rubrics = None,
         sampling_n: int | None = None,
         temperature: float | None = None,
+        reasoning_tokens: int | None = None,
     ) -> list[reward_pb2.ItemResult]:
-        """items: reward_pb2.Item or dicts with prompt, completion and optional reference, id."""
-        request = score_request(items, rubrics, sampling_n, temperature)
+        """items: reward_pb2.Item or dicts with prompt, completion and optional reference, id.
+        The mode: sampling_n, reasoning_tokens or neither (see requests.score_request)."""
+        request = score_request(items, rubrics, sampling_n, temperature, reasoning_tokens)
         return list(self._call("Score", self._stub.Score, request).results)
 
     def info(self) -> reward_pb2.GetInfoResponse:
@@ -149,8 +151,9 @@ class AsyncRewardClient(_ClientBase):
         rubrics: Rubrics = None,
         sampling_n: int | None = None,
         temperature: float | None = None,
+        reasoning_tokens: int | None = None,
     ) -> list[reward_pb2.ItemResult]:
-        request = score_request(items, rubrics, sampling_n, temperature)
+        request = score_request(items, rubrics, sampling_n, temperature, reasoning_tokens)
         return list((await self._call("Score", self._stub.Score, request)).results)
 
     async def info(self) -> reward_pb2.GetInfoResponse:

@@ -18,7 +18,8 @@
 
 Per completion (TRL's completions table, through log_extra): label_mass (mean
 over the rubrics), error (the server's message; a row's own rubric that failed is
-named by its column and row) and score_claims_removed.
+named by its column and row), score_claims_removed, and in reasoning mode rationale
+(the judge's evaluation, per rubric where there are several).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def batch_metrics(
 def completion_columns(batch: RewardBatch, results: Sequence[reward_pb2.ItemResult]) -> dict[str, list]:
     """One value per completion for each column; None where it does not apply."""
     mine = results[: batch.completions]
-    return {
+    columns = {
         "label_mass": [
             None if r.HasField("error") or not r.scores else float(np.mean([s.label_mass for s in r.scores]))
             for r in mine
@@ -80,6 +81,16 @@ def completion_columns(batch: RewardBatch, results: Sequence[reward_pb2.ItemResu
         ],
         "score_claims_removed": [r.score_claims_removed for r in mine],
     }
+    if any(s.rationale for r in mine for s in r.scores):
+        columns["rationale"] = [_rationale(r.scores) for r in mine]
+    return columns
+
+
+def _rationale(scores: Sequence[reward_pb2.RubricScore]) -> str | None:
+    """One rubric's evaluation as written; several, each under its rubric's name."""
+    if len(scores) == 1:
+        return scores[0].rationale
+    return "\n\n".join(f"[{s.rubric}] {s.rationale}" for s in scores if s.rationale) or None
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:

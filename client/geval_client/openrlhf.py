@@ -170,9 +170,13 @@ def make_reward_func(
     on_error: OnError | None = None,
     timeout: float = 300.0,
     rubric_column: str = RUBRIC_COLUMN,
+    reasoning_tokens: int | None = None,
 ) -> OpenRLHFReward:
-    """A `reward_func` for a --reward.remote_url file; options left None come from the environment."""
-    return OpenRLHFReward(SampleScorer.configure(server, rubrics, on_error, timeout), rubric_column)
+    """A `reward_func` for a --reward.remote_url file; options left None come from the environment.
+    reasoning_tokens: reasoning mode (the judge evaluates first, within this budget)."""
+    return OpenRLHFReward(
+        SampleScorer.configure(server, rubrics, on_error, timeout, reasoning_tokens=reasoning_tokens), rubric_column
+    )
 
 
 def reward_func(queries, prompts, labels=None, **kwargs) -> dict[str, Any]:
@@ -231,6 +235,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                         help="the label object's key holding a sample's own rubric (default: %(default)s)")
     parser.add_argument("--auth-token-file", help="the server's bearer token (default: $GEVAL_REWARD_AUTH_TOKEN)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per scoring call")
+    parser.add_argument("--reasoning-tokens", type=int, help="reasoning mode: the judge writes its evaluation "
+                        "(at most this many tokens) before its score is read (default: $GEVAL_REWARD_REASONING_TOKENS)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=5000)
     args = parser.parse_args(argv)
@@ -239,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         on_error = None if args.on_error is None else args.on_error if args.on_error == "min" else float(args.on_error)
         scorer = SampleScorer.configure(
             server=args.server, rubrics=rubrics_from_text(",".join(args.rubric)) or None, on_error=on_error,
-            timeout=args.timeout, token=read_token(args.auth_token_file),
+            timeout=args.timeout, token=read_token(args.auth_token_file), reasoning_tokens=args.reasoning_tokens,
         )
     except (ValueError, OSError) as error:
         parser.error(str(error))

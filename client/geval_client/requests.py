@@ -103,8 +103,14 @@ def score_request(
     rubrics: Rubrics = None,
     sampling_n: int | None = None,
     temperature: float | None = None,
+    reasoning_tokens: int | None = None,
 ) -> reward_pb2.ScoreRequest:
-    """Sampling mode is chosen by giving sampling_n; otherwise log-probabilities."""
+    """Sampling mode is chosen by giving sampling_n, reasoning mode (the judge writes its
+    evaluation, at most reasoning_tokens, before the slot is read) by giving
+    reasoning_tokens; otherwise log-probabilities. temperature: of the samples, or of the
+    evaluation (greedy when unset)."""
+    if sampling_n is not None and reasoning_tokens is not None:
+        raise ValueError("give sampling_n (sampling mode) or reasoning_tokens (reasoning mode), not both")
     request = reward_pb2.ScoreRequest(
         items=[as_item(item) for item in items], rubrics=rubric_selection(rubrics)
     )
@@ -113,4 +119,9 @@ def score_request(
         request.sampling.n = sampling_n
         if temperature is not None:
             request.sampling.temperature = temperature
+    if reasoning_tokens is not None:
+        request.mode = reward_pb2.SCORING_MODE_REASONING
+        request.reasoning.max_tokens = reasoning_tokens
+        if temperature is not None:
+            request.reasoning.temperature = temperature
     return request

@@ -12,7 +12,8 @@ functions to Ray workers, OpenRLHF to its vLLM engine actors); it connects on
 first use, one client per process (per event loop for the async form), shared
 by every scorer with the same server. Unset options come from the environment:
 GEVAL_REWARD_SERVER, GEVAL_REWARD_RUBRICS ("a,b" or "a:1,b:2"),
-GEVAL_REWARD_ON_ERROR and GEVAL_REWARD_AUTH_TOKEN.
+GEVAL_REWARD_ON_ERROR, GEVAL_REWARD_REASONING_TOKENS (reasoning mode with that
+budget) and GEVAL_REWARD_AUTH_TOKEN.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from .requests import Prompt, Rubrics, make_item
 from .transport import read_token
 
 SERVER_ENV, RUBRICS_ENV, ON_ERROR_ENV = "GEVAL_REWARD_SERVER", "GEVAL_REWARD_RUBRICS", "GEVAL_REWARD_ON_ERROR"
+REASONING_ENV = "GEVAL_REWARD_REASONING_TOKENS"
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ class SampleScorer:
     on_error: float
     timeout: float
     token: str | None
+    reasoning_tokens: int | None = None  # reasoning mode with this budget; None: log-probabilities
 
     @classmethod
     def configure(
@@ -67,6 +70,7 @@ class SampleScorer:
         on_error: OnError | None = None,
         timeout: float = 300.0,
         token: str | None = None,
+        reasoning_tokens: int | None = None,
     ) -> SampleScorer:
         """Each option left None is read from its environment variable, then defaulted."""
         if on_error is None:
@@ -78,15 +82,18 @@ class SampleScorer:
             on_error=parse_on_error(on_error, can_exclude=False),
             timeout=timeout,
             token=token if token is not None else read_token(None),
+            reasoning_tokens=reasoning_tokens if reasoning_tokens is not None else _reasoning_from_environment(),
         )
 
     def score(self, samples: Sequence[Sample]) -> list[SampleReward]:
         client = _sync_client(self.server, self.timeout, self.token)
-        return self._rewards(samples, client.score(self._items(samples), self.rubrics))
+        items = self._items(samples)
+        return self._rewards(samples, client.score(items, self.rubrics, reasoning_tokens=self.reasoning_tokens))
 
     async def score_async(self, samples: Sequence[Sample]) -> list[SampleReward]:
         client = _async_client(self.server, self.timeout, self.token)
-        return self._rewards(samples, await client.score(self._items(samples), self.rubrics))
+        items = self._items(samples)
+        return self._rewards(samples, await client.score(items, self.rubrics, reasoning_tokens=self.reasoning_tokens))
 
     @staticmethod
     def _items(samples: Sequence[Sample]) -> list[reward_pb2.Item]:
@@ -123,6 +130,15 @@ def rubrics_from_text(text: str) -> dict[str, float]:
 def reference_text(value: Any) -> str | None:
     """A reference is non-empty text; anything else (None, numbers, lists) is none."""
     return value if isinstance(value, str) and value.strip() else None
+
+
+def _reasoning_from_environment() -> int | None:
+    text = os.environ.get(REASONING_ENV, "").strip()
+    if not text:
+        return None
+    if not text.isdecimal():
+        raise ValueError(f"{REASONING_ENV}: expected a number of tokens, got {text!r}")
+    return int(text)
 
 
 def _number(text: str, what: str) -> float:

@@ -54,6 +54,8 @@ class _GEvalRewardBase:
     rubric_column: dataset column with each row's own rubric (a rubric dict or a served
     name; row_rubrics.py), scored instead of `rubrics`, which score rows holding None.
     sampling_n: score by sampling n judgements instead of log-probabilities.
+    reasoning_tokens: reasoning mode: the judge writes its evaluation (at most this many
+    tokens) before its score is read; the evaluations go to TRL's completions table.
     name: TRL's name for this reward in its logs (`rewards/<name>/mean`); by default
     derived from the rubrics (reward_names.py).
     timeout, retry, tls, token: as RewardClient's.
@@ -70,6 +72,7 @@ class _GEvalRewardBase:
         rubric_column: str | None = None,
         score_references: bool = True,
         sampling_n: int | None = None,
+        reasoning_tokens: int | None = None,
         name: str | None = None,
         timeout: float = 300.0,
         retry: RetryPolicy = RetryPolicy(),
@@ -84,6 +87,7 @@ class _GEvalRewardBase:
         self.rubric_column = rubric_column
         self.score_references = score_references
         self.sampling_n = sampling_n
+        self.reasoning_tokens = reasoning_tokens
         self._client_args = dict(target=server, timeout=timeout, retry=retry, tls=tls, token=token)
         self._target = channel_spec(server, tls, retry).label  # a bad address or TLS file fails here
         self.__name__ = name if name is not None else reward_name(rubrics, rubric_column)
@@ -99,7 +103,7 @@ class _GEvalRewardBase:
         )
         return (
             self._target, rubrics, self.rubric_column, self._on_error, self.reference_column, self.source_column,
-            self.sampling_n,
+            self.sampling_n, self.reasoning_tokens,
         )
 
     def __getstate__(self) -> dict:
@@ -160,7 +164,9 @@ class GEvalReward(_GEvalRewardBase):
     def __call__(self, prompts, completions, completion_ids=None, **columns) -> list[float | None]:
         batch = self._batch(prompts, completions, completion_ids, columns)
         started = time.perf_counter()
-        results = self._connected().score(batch.items, self.rubrics, self.sampling_n)
+        results = self._connected().score(
+            batch.items, self.rubrics, self.sampling_n, reasoning_tokens=self.reasoning_tokens
+        )
         return self._finish(batch, results, time.perf_counter() - started, columns)
 
     def _connected(self) -> RewardClient:
@@ -192,7 +198,7 @@ class AsyncGEvalReward(_GEvalRewardBase):
         batch = self._batch(prompts, completions, completion_ids, columns)
         client = self._client_for_running_loop()
         started = time.perf_counter()
-        results = await client.score(batch.items, self.rubrics, self.sampling_n)
+        results = await client.score(batch.items, self.rubrics, self.sampling_n, reasoning_tokens=self.reasoning_tokens)
         return self._finish(batch, results, time.perf_counter() - started, columns)
 
     def _client_for_running_loop(self) -> AsyncRewardClient:

@@ -16,8 +16,9 @@ default; text or chat messages), the reference is ground_truth when it is text, 
 extra_info[rubric_column] ("rubrics" by default: veRL hands a reward each row's fields
 in extra_info, not as columns) is the sample's own rubric, a rubric dict or a served
 name (or several, weighted: row_rubrics.py), replacing the rubrics for that sample.
-Options (server, rubrics, on_error, prompt_key, rubric_column, timeout) come as keyword
-arguments, e.g. from `reward.custom_reward_function.reward_kwargs`, else from the environment
+Options (server, rubrics, on_error, prompt_key, rubric_column, timeout, reasoning_tokens:
+reasoning mode) come as keyword arguments, e.g. from
+`reward.custom_reward_function.reward_kwargs`, else from the environment
 (sample_rewards.py). Other keyword arguments veRL passes (reward_router_address,
 reward_model_tokenizer) are ignored.
 
@@ -52,9 +53,10 @@ def compute_score(
     prompt_key: str = PROMPT_KEY,
     rubric_column: str = RUBRIC_COLUMN,
     timeout: float = 300.0,
+    reasoning_tokens: int | None = None,
     **framework_kwargs: Any,
 ) -> dict[str, float]:
-    scorer = SampleScorer.configure(server, rubrics, on_error, timeout)
+    scorer = SampleScorer.configure(server, rubrics, on_error, timeout, reasoning_tokens=reasoning_tokens)
     return _reply(scorer.score([_sample(solution_str, ground_truth, extra_info, prompt_key, rubric_column, 0)])[0])
 
 
@@ -70,9 +72,10 @@ async def compute_score_async(
     prompt_key: str = PROMPT_KEY,
     rubric_column: str = RUBRIC_COLUMN,
     timeout: float = 300.0,
+    reasoning_tokens: int | None = None,
     **framework_kwargs: Any,
 ) -> dict[str, float]:
-    scorer = SampleScorer.configure(server, rubrics, on_error, timeout)
+    scorer = SampleScorer.configure(server, rubrics, on_error, timeout, reasoning_tokens=reasoning_tokens)
     rewards = await scorer.score_async([_sample(solution_str, ground_truth, extra_info, prompt_key, rubric_column, 0)])
     return _reply(rewards[0])
 
@@ -89,6 +92,7 @@ def compute_score_batch(
     prompt_key: str = PROMPT_KEY,
     rubric_column: str = RUBRIC_COLUMN,
     timeout: float = 300.0,
+    reasoning_tokens: int | None = None,
     **framework_kwargs: Any,
 ) -> list[dict[str, float]]:
     if not len(solution_strs) == len(ground_truths) == len(extra_infos):
@@ -96,7 +100,7 @@ def compute_score_batch(
             f"got {len(solution_strs)} solution_strs, {len(ground_truths)} ground_truths and "
             f"{len(extra_infos)} extra_infos"
         )
-    scorer = SampleScorer.configure(server, rubrics, on_error, timeout)
+    scorer = SampleScorer.configure(server, rubrics, on_error, timeout, reasoning_tokens=reasoning_tokens)
     samples = [
         _sample(s, g, e, prompt_key, rubric_column, i)
         for i, (s, g, e) in enumerate(zip(solution_strs, ground_truths, extra_infos))

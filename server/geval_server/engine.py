@@ -10,6 +10,8 @@ import asyncio
 import logging
 import os
 import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .metrics import ENGINE_CANCELLED, PROMPT_LOGPROBS_SINGLY
@@ -40,6 +42,13 @@ def on_cpu() -> bool:
     from vllm.platforms import current_platform
 
     return current_platform.is_cpu()
+
+
+@dataclass(frozen=True)
+class Generation:
+    text: str  # cut before a stop string
+    token_ids: list[int]  # every token generated, a stop string's and an end-of-turn token's included
+    cut: bool  # ran to max_tokens
 
 
 class JudgeEngine:
@@ -170,10 +179,15 @@ class JudgeEngine:
         output = await self._final_output(prompt_ids, params)
         return [completion.text for completion in output.outputs]
 
-    async def generate_greedy(self, prompt_ids: list[int], max_tokens: int) -> str:
+    async def generate(
+        self, prompt_ids: list[int], max_tokens: int, stop: Sequence[str] = (), temperature: float = 0.0
+    ) -> Generation:
+        """One continuation (greedy at temperature 0), its text cut before the first stop string."""
         from vllm import SamplingParams
 
-        output = await self._final_output(
-            prompt_ids, SamplingParams(max_tokens=max_tokens, temperature=0.0)
-        )
-        return output.outputs[0].text
+        params = SamplingParams(max_tokens=max_tokens, temperature=temperature, stop=list(stop))
+        completion = (await self._final_output(prompt_ids, params)).outputs[0]
+        return Generation(completion.text, list(completion.token_ids), completion.finish_reason == "length")
+
+    async def generate_greedy(self, prompt_ids: list[int], max_tokens: int) -> str:
+        return (await self.generate(prompt_ids, max_tokens)).text

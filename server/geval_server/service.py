@@ -22,7 +22,11 @@ log = logging.getLogger(__name__)
 ENGINE_DOWN = "the judge engine is down; the server is restarting, retry"
 RETRY_PUSHBACK_MS = 1000
 
-_MODES = {Mode.LOGPROBS: reward_pb2.SCORING_MODE_LOGPROBS, Mode.SAMPLING: reward_pb2.SCORING_MODE_SAMPLING}
+_MODES = {
+    Mode.LOGPROBS: reward_pb2.SCORING_MODE_LOGPROBS,
+    Mode.SAMPLING: reward_pb2.SCORING_MODE_SAMPLING,
+    Mode.REASONING: reward_pb2.SCORING_MODE_REASONING,
+}
 _KINDS = {Kind.GEVAL: reward_pb2.SCORER_KIND_GEVAL, Kind.SEMSCORE: reward_pb2.SCORER_KIND_SEMSCORE,
           Kind.LIKELIHOOD: reward_pb2.SCORER_KIND_LIKELIHOOD}
 
@@ -178,6 +182,7 @@ def _score(item_score: ItemScore) -> reward_pb2.RubricScore:
         content_hash=scorer.content_hash,
         mean_logprob=score.mean_logprob,
         tokens_read=score.tokens_read,
+        rationale=score.rationale,
     )
 
 

@@ -188,13 +188,14 @@ def _pinned_strftime(format: str) -> str:
     return PINNED_DATE.strftime(format)
 
 
-def _render_user_turn(tokenizer) -> tuple[str, str] | None:
-    """The chat markup before and after one user message, with the assistant turn opened;
-    None for a tokenizer without a chat format."""
+def _render_user_turn(tokenizer, thinking: bool) -> tuple[str, str] | None:
+    """The chat markup before and after one user message, with the assistant turn opened
+    and the template's thinking switch (`enable_thinking`) set; None for a tokenizer
+    without a chat format."""
     if tokenizer.chat_template is None and not _is_mistral_common(tokenizer):
         return None
-    rendered = _render_chat(tokenizer, _USER_SLOT)
-    if _render_chat(tokenizer, _USER_SLOT) != rendered:
+    rendered = _render_chat(tokenizer, _USER_SLOT, thinking)
+    if _render_chat(tokenizer, _USER_SLOT, thinking) != rendered:
         raise JudgeTokenizerError("the judge's chat template renders differently each time; it cannot be pinned")
     if rendered.count(_USER_SLOT) != 1:
         raise JudgeTokenizerError("the judge's chat template does not write the user message verbatim, exactly once")
@@ -202,14 +203,14 @@ def _render_user_turn(tokenizer) -> tuple[str, str] | None:
     return turn_open, turn_close
 
 
-def _render_chat(tokenizer, content: str) -> str:
+def _render_chat(tokenizer, content: str, thinking: bool) -> str:
     messages = [{"role": "user", "content": content}]
     if _is_mistral_common(tokenizer):
         # mistral-common encodes the request itself; its ids are read back as text (markup
         # included), which the start-up check re-encodes and compares with them.
         return tokenizer.decode(_mistral_chat_ids(tokenizer, messages), clean_up_tokenization_spaces=False)
     return tokenizer.apply_chat_template(
-        messages, tokenize=False, add_generation_prompt=True, strftime_now=_pinned_strftime
+        messages, tokenize=False, add_generation_prompt=True, strftime_now=_pinned_strftime, enable_thinking=thinking
     )
 
 
@@ -227,9 +228,18 @@ class Tokenization:
         self.control_ids = frozenset(self.control_tokens.values())
         by_length = sorted(self.control_tokens, key=len, reverse=True)
         self._markup = re.compile("|".join(map(re.escape, by_length))) if by_length else None
-        turn = _render_user_turn(tokenizer)
+        # The score is read straight after the form with the thinking switch off (Qwen3's
+        # template then writes an empty think block, as its model answers without thinking).
+        turn = _render_user_turn(tokenizer, thinking=False)
         self.chat = turn is not None
         self.turn_open, self.turn_close = turn if turn is not None else ("", "\n\n")
+        # Reasoning mode opens the judge's turn with the switch on, where the switch changes
+        # only that turn (Qwen3, QwQ, DeepSeek-R1); a template that turns thinking on earlier
+        # in the prompt (Gemma 4, in a system turn) keeps its plain turn, and the judge writes
+        # its evaluation as its answer.
+        thinking = _render_user_turn(tokenizer, thinking=True)
+        same_opening = thinking is not None and thinking[0] == self.turn_open
+        self.reasoning_turn_close = thinking[1] if same_opening else self.turn_close
         # A chat template writes its own BOS; a plain prompt gets the one the tokenizer adds.
         self.bos = [] if self.chat else _leading_special_ids(tokenizer)
         self._encode_user = functools.lru_cache(maxsize=8192)(self._encode_user_uncached)

@@ -18,11 +18,12 @@ from .judge import Choice, Selection
 from .prompts import ROLE_LABELS, JudgeInput, render_chat
 from .rubrics import Rubric, RubricError, rubric_from_dict
 from .score_slot import LabelTokenError
-from .scorers.base import ItemFailure, Mode, Sampling, ScoreOptions, Scorer
+from .scorers.base import ItemFailure, Mode, Reasoning, Sampling, ScoreOptions, Scorer
 
 CHAT_ROLES = tuple(ROLE_LABELS)
 MAX_SAMPLES = 64
 MAX_TEMPERATURE = 2.0
+MAX_REASONING_TOKENS = 4096
 ECHO_CHARS = 64  # a caller's string quoted in an error is cut to this: errors travel in gRPC metadata
 
 ChoiceSelection = list[tuple[Choice, float]]
@@ -206,6 +207,7 @@ _MODES = {
     reward_pb2.SCORING_MODE_UNSPECIFIED: Mode.LOGPROBS,
     reward_pb2.SCORING_MODE_LOGPROBS: Mode.LOGPROBS,
     reward_pb2.SCORING_MODE_SAMPLING: Mode.SAMPLING,
+    reward_pb2.SCORING_MODE_REASONING: Mode.REASONING,
 }
 
 
@@ -213,6 +215,8 @@ def _options(request: reward_pb2.ScoreRequest) -> ScoreOptions:
     if request.mode not in _MODES:
         raise RequestError("mode", f"unknown scoring mode {request.mode}; known: {sorted(_MODES)}")
     mode = _MODES[request.mode]
+    if mode is Mode.REASONING:
+        return ScoreOptions(mode, reasoning=_reasoning(request.reasoning))
     if mode is not Mode.SAMPLING:
         return ScoreOptions(mode)
     options = request.sampling
@@ -225,6 +229,16 @@ def _options(request: reward_pb2.ScoreRequest) -> ScoreOptions:
             "sampling.temperature", f"must be in (0, {MAX_TEMPERATURE}], got {temperature}"
         )
     return ScoreOptions(mode, Sampling(n=n, temperature=temperature))
+
+
+def _reasoning(options: reward_pb2.ReasoningOptions) -> Reasoning:
+    max_tokens = options.max_tokens or Reasoning.max_tokens
+    if max_tokens > MAX_REASONING_TOKENS:
+        raise RequestError("reasoning.max_tokens", f"must be at most {MAX_REASONING_TOKENS}, got {max_tokens}")
+    temperature = options.temperature if options.HasField("temperature") else Reasoning.temperature
+    if not math.isfinite(temperature) or not 0 <= temperature <= MAX_TEMPERATURE:
+        raise RequestError("reasoning.temperature", f"must be in [0, {MAX_TEMPERATURE}], got {temperature}")
+    return Reasoning(max_tokens=max_tokens, temperature=temperature)
 
 
 def _echo(text: str) -> str:

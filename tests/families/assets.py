@@ -49,6 +49,13 @@ SDIST_FILES = (
     "templates/Qwen-Qwen2.5-7B-Instruct.jinja",
     "templates/google-gemma-4-31B-it.jinja",
 )
+# Chat templates of thinking judges (reasoning mode's tests read their text only).
+THINKING_TEMPLATES = (
+    "templates/Qwen-Qwen3-0.6B.jinja",
+    "templates/Qwen3.5-4B.jinja",
+    "templates/Qwen-QwQ-32B.jinja",
+    "templates/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
+)
 # Bumped whenever what is built changes, so stale caches are rebuilt rather than trusted.
 BUILD_VERSION = "3"
 
@@ -142,7 +149,13 @@ def sdist_dir() -> pathlib.Path:
     return _build_once(root() / SDIST.replace("==", "-"), _fetch_sdist)
 
 
-def _fetch_sdist(partial: pathlib.Path) -> None:
+def thinking_template(file: str) -> str:
+    """One of THINKING_TEMPLATES, fetched once from the sdist like SDIST_FILES."""
+    fetched = _build_once(root() / "thinking-templates", lambda out: _fetch_sdist(out, THINKING_TEMPLATES))
+    return (fetched / file).read_text(encoding="utf-8")
+
+
+def _fetch_sdist(partial: pathlib.Path, files: tuple[str, ...] = SDIST_FILES) -> None:
     requirement = partial / "requirement.txt"
     requirement.write_text(f"{SDIST} --hash=sha256:{SDIST_SHA256}\n")
     download = partial / "download"
@@ -154,7 +167,7 @@ def _fetch_sdist(partial: pathlib.Path) -> None:
         check=True,
     )
     (archive,) = download.glob("*.tar.gz")
-    wanted = {name: partial / name for name in SDIST_FILES}
+    wanted = {name: partial / name for name in files}
     with tarfile.open(archive) as tar:
         for member in tar.getmembers():
             name = member.name.partition("/")[2].removeprefix(_SDIST_MODELS)

@@ -26,7 +26,7 @@ class LengthRewardClient:
         self.fail_after_calls = fail_after_calls
         self.unavailable = set(unavailable)
 
-    def score(self, items, rubrics=None, sampling_n=None, temperature=None):
+    def score(self, items, rubrics=None, sampling_n=None, temperature=None, reasoning_tokens=None):
         if self.fail_after_calls is not None and self.calls >= self.fail_after_calls:
             raise KeyboardInterrupt  # the operator stops the run mid-way
         self.calls += 1

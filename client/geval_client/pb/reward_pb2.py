@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cgeval/reward/v1/reward.proto\x12\x0fgeval.reward.v1\",\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\">\n\x0c\x43onversation\x12.\n\x08messages\x18\x01 \x03(\x0b\x32\x1c.geval.reward.v1.ChatMessage\"\xc8\x01\n\x04Item\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x04text\x18\x02 \x01(\tH\x00\x12-\n\x04\x63hat\x18\x03 \x01(\x0b\x32\x1d.geval.reward.v1.ConversationH\x00\x12\x12\n\ncompletion\x18\x04 \x01(\t\x12\x16\n\treference\x18\x05 \x01(\tH\x01\x88\x01\x01\x12\x31\n\x07rubrics\x18\x06 \x03(\x0b\x32 .geval.reward.v1.RubricSelectionB\x08\n\x06promptB\x0c\n\n_reference\"\xe2\x02\n\nRubricSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tcriterion\x18\x02 \x01(\t\x12\x19\n\x11task_introduction\x18\x03 \x01(\t\x12\x1b\n\x13\x65valuation_criteria\x18\x04 \x01(\t\x12\x1d\n\x10\x65valuation_steps\x18\x05 \x01(\tH\x00\x88\x01\x01\x12\x19\n\x0csource_label\x18\x06 \x01(\tH\x01\x88\x01\x01\x12\x19\n\x0ctarget_label\x18\x07 \x01(\tH\x02\x88\x01\x01\x12\x1c\n\x0freference_label\x18\x08 \x01(\tH\x03\x88\x01\x01\x12\x16\n\x0euses_reference\x18\t \x01(\x08\x12%\n\x05scale\x18\n \x01(\x0b\x32\x16.geval.reward.v1.ScaleB\x13\n\x11_evaluation_stepsB\x0f\n\r_source_labelB\x0f\n\r_target_labelB\x12\n\x10_reference_label\"U\n\x05Scale\x12\x0b\n\x03min\x18\x01 \x01(\x05\x12\x0b\n\x03max\x18\x02 \x01(\x05\x12\x1d\n\x10higher_is_better\x18\x03 \x01(\x08H\x00\x88\x01\x01\x42\x13\n\x11_higher_is_better\"x\n\x0fRubricSelection\x12\x0e\n\x04name\x18\x01 \x01(\tH\x00\x12+\n\x04spec\x18\x03 \x01(\x0b\x32\x1b.geval.reward.v1.RubricSpecH\x00\x12\x13\n\x06weight\x18\x02 \x01(\x01H\x01\x88\x01\x01\x42\x08\n\x06rubricB\t\n\x07_weight\"F\n\x0fSamplingOptions\x12\t\n\x01n\x18\x01 \x01(\r\x12\x18\n\x0btemperature\x18\x02 \x01(\x01H\x00\x88\x01\x01\x42\x0e\n\x0c_temperature\"\xc7\x01\n\x0cScoreRequest\x12$\n\x05items\x18\x01 \x03(\x0b\x32\x15.geval.reward.v1.Item\x12\x31\n\x07rubrics\x18\x02 \x03(\x0b\x32 .geval.reward.v1.RubricSelection\x12*\n\x04mode\x18\x03 \x01(\x0e\x32\x1c.geval.reward.v1.ScoringMode\x12\x32\n\x08sampling\x18\x04 \x01(\x0b\x32 .geval.reward.v1.SamplingOptions\"E\n\x10LabelProbability\x12\r\n\x05label\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01\x12\x13\n\x0bprobability\x18\x03 \x01(\x01\"\xd5\x02\n\x0bRubricScore\x12\x0e\n\x06rubric\x18\x01 \x01(\t\x12\x16\n\x0e\x65xpected_score\x18\x02 \x01(\x01\x12\x0e\n\x06reward\x18\x03 \x01(\x01\x12\x37\n\x0c\x64istribution\x18\x04 \x03(\x0b\x32!.geval.reward.v1.LabelProbability\x12\x12\n\nlabel_mass\x18\x05 \x01(\x01\x12\x16\n\x0elow_confidence\x18\x06 \x01(\x08\x12\x11\n\ttop_label\x18\x07 \x01(\t\x12*\n\x04mode\x18\x08 \x01(\x0e\x32\x1c.geval.reward.v1.ScoringMode\x12)\n\x04kind\x18\t \x01(\x0e\x32\x1b.geval.reward.v1.ScorerKind\x12\x14\n\x0c\x63ontent_hash\x18\n \x01(\t\x12\x14\n\x0cmean_logprob\x18\x0c \x01(\x01\x12\x13\n\x0btokens_read\x18\r \x01(\r\"U\n\tItemError\x12(\n\x04\x63ode\x18\x01 \x01(\x0e\x32\x1a.geval.reward.v1.ErrorCode\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\r\n\x05\x66ield\x18\x03 \x01(\t\"\x9f\x01\n\nItemResult\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06reward\x18\x02 \x01(\x01\x12,\n\x06scores\x18\x03 \x03(\x0b\x32\x1c.geval.reward.v1.RubricScore\x12)\n\x05\x65rror\x18\x04 \x01(\x0b\x32\x1a.geval.reward.v1.ItemError\x12\x1c\n\x14score_claims_removed\x18\x05 \x01(\r\"R\n\rScoreResponse\x12,\n\x07results\x18\x01 \x03(\x0b\x32\x1b.geval.reward.v1.ItemResult\x12\x13\n\x0bjudge_model\x18\x02 \x01(\t\"E\n\x15PrepareRubricsRequest\x12,\n\x07rubrics\x18\x01 \x03(\x0b\x32\x1b.geval.reward.v1.RubricSpec\"F\n\x16PrepareRubricsResponse\x12,\n\x07rubrics\x18\x01 \x03(\x0b\x32\x1b.geval.reward.v1.RubricInfo\"\x10\n\x0eGetInfoRequest\"\xc1\x02\n\nRubricInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tcriterion\x18\x02 \x01(\t\x12\x19\n\x11task_introduction\x18\x03 \x01(\t\x12\x1b\n\x13\x65valuation_criteria\x18\x04 \x01(\t\x12\x18\n\x10\x65valuation_steps\x18\x05 \x01(\t\x12\x17\n\x0fsteps_generated\x18\x06 \x01(\x08\x12\x0e\n\x06labels\x18\x07 \x03(\t\x12\x11\n\tmin_score\x18\x08 \x01(\x01\x12\x11\n\tmax_score\x18\t \x01(\x01\x12\x18\n\x10higher_is_better\x18\n \x01(\x08\x12\x16\n\x0euses_reference\x18\x0b \x01(\x08\x12\x14\n\x0c\x63ontent_hash\x18\x0c \x01(\t\x12)\n\x04kind\x18\r \x01(\x0e\x32\x1b.geval.reward.v1.ScorerKind\"\xac\x02\n\x0fGetInfoResponse\x12\x13\n\x0bjudge_model\x18\x01 \x01(\t\x12M\n\x0f\x65ngine_settings\x18\x02 \x03(\x0b\x32\x34.geval.reward.v1.GetInfoResponse.EngineSettingsEntry\x12,\n\x07rubrics\x18\x03 \x03(\x0b\x32\x1b.geval.reward.v1.RubricInfo\x12\x16\n\x0e\x64\x65\x66\x61ult_rubric\x18\x04 \x01(\t\x12 \n\x18low_confidence_threshold\x18\x05 \x01(\x01\x12\x16\n\x0eserver_version\x18\x06 \x01(\t\x1a\x35\n\x13\x45ngineSettingsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01*g\n\x0bScoringMode\x12\x1c\n\x18SCORING_MODE_UNSPECIFIED\x10\x00\x12\x19\n\x15SCORING_MODE_LOGPROBS\x10\x01\x12\x19\n\x15SCORING_MODE_SAMPLING\x10\x02\"\x04\x08\x03\x10\x03*v\n\nScorerKind\x12\x1b\n\x17SCORER_KIND_UNSPECIFIED\x10\x00\x12\x15\n\x11SCORER_KIND_GEVAL\x10\x01\x12\x18\n\x14SCORER_KIND_SEMSCORE\x10\x02\x12\x1a\n\x16SCORER_KIND_LIKELIHOOD\x10\x03*\xa0\x01\n\tErrorCode\x12\x1a\n\x16\x45RROR_CODE_UNSPECIFIED\x10\x00\x12\x1f\n\x1b\x45RROR_CODE_INVALID_ARGUMENT\x10\x03\x12!\n\x1d\x45RROR_CODE_RESOURCE_EXHAUSTED\x10\x08\x12\x17\n\x13\x45RROR_CODE_INTERNAL\x10\r\x12\x1a\n\x16\x45RROR_CODE_UNAVAILABLE\x10\x0e\x32\x88\x02\n\rRewardService\x12\x46\n\x05Score\x12\x1d.geval.reward.v1.ScoreRequest\x1a\x1e.geval.reward.v1.ScoreResponse\x12\x61\n\x0ePrepareRubrics\x12&.geval.reward.v1.PrepareRubricsRequest\x1a\'.geval.reward.v1.PrepareRubricsResponse\x12L\n\x07GetInfo\x12\x1f.geval.reward.v1.GetInfoRequest\x1a .geval.reward.v1.GetInfoResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cgeval/reward/v1/reward.proto\x12\x0fgeval.reward.v1\",\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\">\n\x0c\x43onversation\x12.\n\x08messages\x18\x01 \x03(\x0b\x32\x1c.geval.reward.v1.ChatMessage\"\xc8\x01\n\x04Item\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x04text\x18\x02 \x01(\tH\x00\x12-\n\x04\x63hat\x18\x03 \x01(\x0b\x32\x1d.geval.reward.v1.ConversationH\x00\x12\x12\n\ncompletion\x18\x04 \x01(\t\x12\x16\n\treference\x18\x05 \x01(\tH\x01\x88\x01\x01\x12\x31\n\x07rubrics\x18\x06 \x03(\x0b\x32 .geval.reward.v1.RubricSelectionB\x08\n\x06promptB\x0c\n\n_reference\"\xe2\x02\n\nRubricSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tcriterion\x18\x02 \x01(\t\x12\x19\n\x11task_introduction\x18\x03 \x01(\t\x12\x1b\n\x13\x65valuation_criteria\x18\x04 \x01(\t\x12\x1d\n\x10\x65valuation_steps\x18\x05 \x01(\tH\x00\x88\x01\x01\x12\x19\n\x0csource_label\x18\x06 \x01(\tH\x01\x88\x01\x01\x12\x19\n\x0ctarget_label\x18\x07 \x01(\tH\x02\x88\x01\x01\x12\x1c\n\x0freference_label\x18\x08 \x01(\tH\x03\x88\x01\x01\x12\x16\n\x0euses_reference\x18\t \x01(\x08\x12%\n\x05scale\x18\n \x01(\x0b\x32\x16.geval.reward.v1.ScaleB\x13\n\x11_evaluation_stepsB\x0f\n\r_source_labelB\x0f\n\r_target_labelB\x12\n\x10_reference_label\"U\n\x05Scale\x12\x0b\n\x03min\x18\x01 \x01(\x05\x12\x0b\n\x03max\x18\x02 \x01(\x05\x12\x1d\n\x10higher_is_better\x18\x03 \x01(\x08H\x00\x88\x01\x01\x42\x13\n\x11_higher_is_better\"x\n\x0fRubricSelection\x12\x0e\n\x04name\x18\x01 \x01(\tH\x00\x12+\n\x04spec\x18\x03 \x01(\x0b\x32\x1b.geval.reward.v1.RubricSpecH\x00\x12\x13\n\x06weight\x18\x02 \x01(\x01H\x01\x88\x01\x01\x42\x08\n\x06rubricB\t\n\x07_weight\"F\n\x0fSamplingOptions\x12\t\n\x01n\x18\x01 \x01(\r\x12\x18\n\x0btemperature\x18\x02 \x01(\x01H\x00\x88\x01\x01\x42\x0e\n\x0c_temperature\"P\n\x10ReasoningOptions\x12\x12\n\nmax_tokens\x18\x01 \x01(\r\x12\x18\n\x0btemperature\x18\x02 \x01(\x01H\x00\x88\x01\x01\x42\x0e\n\x0c_temperature\"\xfd\x01\n\x0cScoreRequest\x12$\n\x05items\x18\x01 \x03(\x0b\x32\x15.geval.reward.v1.Item\x12\x31\n\x07rubrics\x18\x02 \x03(\x0b\x32 .geval.reward.v1.RubricSelection\x12*\n\x04mode\x18\x03 \x01(\x0e\x32\x1c.geval.reward.v1.ScoringMode\x12\x32\n\x08sampling\x18\x04 \x01(\x0b\x32 .geval.reward.v1.SamplingOptions\x12\x34\n\treasoning\x18\x05 \x01(\x0b\x32!.geval.reward.v1.ReasoningOptions\"E\n\x10LabelProbability\x12\r\n\x05label\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01\x12\x13\n\x0bprobability\x18\x03 \x01(\x01\"\xe8\x02\n\x0bRubricScore\x12\x0e\n\x06rubric\x18\x01 \x01(\t\x12\x16\n\x0e\x65xpected_score\x18\x02 \x01(\x01\x12\x0e\n\x06reward\x18\x03 \x01(\x01\x12\x37\n\x0c\x64istribution\x18\x04 \x03(\x0b\x32!.geval.reward.v1.LabelProbability\x12\x12\n\nlabel_mass\x18\x05 \x01(\x01\x12\x16\n\x0elow_confidence\x18\x06 \x01(\x08\x12\x11\n\ttop_label\x18\x07 \x01(\t\x12*\n\x04mode\x18\x08 \x01(\x0e\x32\x1c.geval.reward.v1.ScoringMode\x12)\n\x04kind\x18\t \x01(\x0e\x32\x1b.geval.reward.v1.ScorerKind\x12\x14\n\x0c\x63ontent_hash\x18\n \x01(\t\x12\x11\n\trationale\x18\x0b \x01(\t\x12\x14\n\x0cmean_logprob\x18\x0c \x01(\x01\x12\x13\n\x0btokens_read\x18\r \x01(\r\"U\n\tItemError\x12(\n\x04\x63ode\x18\x01 \x01(\x0e\x32\x1a.geval.reward.v1.ErrorCode\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\r\n\x05\x66ield\x18\x03 \x01(\t\"\x9f\x01\n\nItemResult\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0e\n\x06reward\x18\x02 \x01(\x01\x12,\n\x06scores\x18\x03 \x03(\x0b\x32\x1c.geval.reward.v1.RubricScore\x12)\n\x05\x65rror\x18\x04 \x01(\x0b\x32\x1a.geval.reward.v1.ItemError\x12\x1c\n\x14score_claims_removed\x18\x05 \x01(\r\"R\n\rScoreResponse\x12,\n\x07results\x18\x01 \x03(\x0b\x32\x1b.geval.reward.v1.ItemResult\x12\x13\n\x0bjudge_model\x18\x02 \x01(\t\"E\n\x15PrepareRubricsRequest\x12,\n\x07rubrics\x18\x01 \x03(\x0b\x32\x1b.geval.reward.v1.RubricSpec\"F\n\x16PrepareRubricsResponse\x12,\n\x07rubrics\x18\x01 \x03(\x0b\x32\x1b.geval.reward.v1.RubricInfo\"\x10\n\x0eGetInfoRequest\"\xc1\x02\n\nRubricInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tcriterion\x18\x02 \x01(\t\x12\x19\n\x11task_introduction\x18\x03 \x01(\t\x12\x1b\n\x13\x65valuation_criteria\x18\x04 \x01(\t\x12\x18\n\x10\x65valuation_steps\x18\x05 \x01(\t\x12\x17\n\x0fsteps_generated\x18\x06 \x01(\x08\x12\x0e\n\x06labels\x18\x07 \x03(\t\x12\x11\n\tmin_score\x18\x08 \x01(\x01\x12\x11\n\tmax_score\x18\t \x01(\x01\x12\x18\n\x10higher_is_better\x18\n \x01(\x08\x12\x16\n\x0euses_reference\x18\x0b \x01(\x08\x12\x14\n\x0c\x63ontent_hash\x18\x0c \x01(\t\x12)\n\x04kind\x18\r \x01(\x0e\x32\x1b.geval.reward.v1.ScorerKind\"\xac\x02\n\x0fGetInfoResponse\x12\x13\n\x0bjudge_model\x18\x01 \x01(\t\x12M\n\x0f\x65ngine_settings\x18\x02 \x03(\x0b\x32\x34.geval.reward.v1.GetInfoResponse.EngineSettingsEntry\x12,\n\x07rubrics\x18\x03 \x03(\x0b\x32\x1b.geval.reward.v1.RubricInfo\x12\x16\n\x0e\x64\x65\x66\x61ult_rubric\x18\x04 \x01(\t\x12 \n\x18low_confidence_threshold\x18\x05 \x01(\x01\x12\x16\n\x0eserver_version\x18\x06 \x01(\t\x1a\x35\n\x13\x45ngineSettingsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01*\x83\x01\n\x0bScoringMode\x12\x1c\n\x18SCORING_MODE_UNSPECIFIED\x10\x00\x12\x19\n\x15SCORING_MODE_LOGPROBS\x10\x01\x12\x19\n\x15SCORING_MODE_SAMPLING\x10\x02\x12\x1a\n\x16SCORING_MODE_REASONING\x10\x04\"\x04\x08\x03\x10\x03*v\n\nScorerKind\x12\x1b\n\x17SCORER_KIND_UNSPECIFIED\x10\x00\x12\x15\n\x11SCORER_KIND_GEVAL\x10\x01\x12\x18\n\x14SCORER_KIND_SEMSCORE\x10\x02\x12\x1a\n\x16SCORER_KIND_LIKELIHOOD\x10\x03*\xa0\x01\n\tErrorCode\x12\x1a\n\x16\x45RROR_CODE_UNSPECIFIED\x10\x00\x12\x1f\n\x1b\x45RROR_CODE_INVALID_ARGUMENT\x10\x03\x12!\n\x1d\x45RROR_CODE_RESOURCE_EXHAUSTED\x10\x08\x12\x17\n\x13\x45RROR_CODE_INTERNAL\x10\r\x12\x1a\n\x16\x45RROR_CODE_UNAVAILABLE\x10\x0e\x32\x88\x02\n\rRewardService\x12\x46\n\x05Score\x12\x1d.geval.reward.v1.ScoreRequest\x1a\x1e.geval.reward.v1.ScoreResponse\x12\x61\n\x0ePrepareRubrics\x12&.geval.reward.v1.PrepareRubricsRequest\x1a\'.geval.reward.v1.PrepareRubricsResponse\x12L\n\x07GetInfo\x12\x1f.geval.reward.v1.GetInfoRequest\x1a .geval.reward.v1.GetInfoResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,12 +33,12 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_GETINFORESPONSE_ENGINESETTINGSENTRY']._loaded_options = None
   _globals['_GETINFORESPONSE_ENGINESETTINGSENTRY']._serialized_options = b'8\001'
-  _globals['_SCORINGMODE']._serialized_start=2738
-  _globals['_SCORINGMODE']._serialized_end=2841
-  _globals['_SCORERKIND']._serialized_start=2843
-  _globals['_SCORERKIND']._serialized_end=2961
-  _globals['_ERRORCODE']._serialized_start=2964
-  _globals['_ERRORCODE']._serialized_end=3124
+  _globals['_SCORINGMODE']._serialized_start=2894
+  _globals['_SCORINGMODE']._serialized_end=3025
+  _globals['_SCORERKIND']._serialized_start=3027
+  _globals['_SCORERKIND']._serialized_end=3145
+  _globals['_ERRORCODE']._serialized_start=3148
+  _globals['_ERRORCODE']._serialized_end=3308
   _globals['_CHATMESSAGE']._serialized_start=49
   _globals['_CHATMESSAGE']._serialized_end=93
   _globals['_CONVERSATION']._serialized_start=95
@@ -53,30 +53,32 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RUBRICSELECTION']._serialized_end=926
   _globals['_SAMPLINGOPTIONS']._serialized_start=928
   _globals['_SAMPLINGOPTIONS']._serialized_end=998
-  _globals['_SCOREREQUEST']._serialized_start=1001
-  _globals['_SCOREREQUEST']._serialized_end=1200
-  _globals['_LABELPROBABILITY']._serialized_start=1202
-  _globals['_LABELPROBABILITY']._serialized_end=1271
-  _globals['_RUBRICSCORE']._serialized_start=1274
-  _globals['_RUBRICSCORE']._serialized_end=1615
-  _globals['_ITEMERROR']._serialized_start=1617
-  _globals['_ITEMERROR']._serialized_end=1702
-  _globals['_ITEMRESULT']._serialized_start=1705
-  _globals['_ITEMRESULT']._serialized_end=1864
-  _globals['_SCORERESPONSE']._serialized_start=1866
-  _globals['_SCORERESPONSE']._serialized_end=1948
-  _globals['_PREPARERUBRICSREQUEST']._serialized_start=1950
-  _globals['_PREPARERUBRICSREQUEST']._serialized_end=2019
-  _globals['_PREPARERUBRICSRESPONSE']._serialized_start=2021
-  _globals['_PREPARERUBRICSRESPONSE']._serialized_end=2091
-  _globals['_GETINFOREQUEST']._serialized_start=2093
-  _globals['_GETINFOREQUEST']._serialized_end=2109
-  _globals['_RUBRICINFO']._serialized_start=2112
-  _globals['_RUBRICINFO']._serialized_end=2433
-  _globals['_GETINFORESPONSE']._serialized_start=2436
-  _globals['_GETINFORESPONSE']._serialized_end=2736
-  _globals['_GETINFORESPONSE_ENGINESETTINGSENTRY']._serialized_start=2683
-  _globals['_GETINFORESPONSE_ENGINESETTINGSENTRY']._serialized_end=2736
-  _globals['_REWARDSERVICE']._serialized_start=3127
-  _globals['_REWARDSERVICE']._serialized_end=3391
+  _globals['_REASONINGOPTIONS']._serialized_start=1000
+  _globals['_REASONINGOPTIONS']._serialized_end=1080
+  _globals['_SCOREREQUEST']._serialized_start=1083
+  _globals['_SCOREREQUEST']._serialized_end=1336
+  _globals['_LABELPROBABILITY']._serialized_start=1338
+  _globals['_LABELPROBABILITY']._serialized_end=1407
+  _globals['_RUBRICSCORE']._serialized_start=1410
+  _globals['_RUBRICSCORE']._serialized_end=1770
+  _globals['_ITEMERROR']._serialized_start=1772
+  _globals['_ITEMERROR']._serialized_end=1857
+  _globals['_ITEMRESULT']._serialized_start=1860
+  _globals['_ITEMRESULT']._serialized_end=2019
+  _globals['_SCORERESPONSE']._serialized_start=2021
+  _globals['_SCORERESPONSE']._serialized_end=2103
+  _globals['_PREPARERUBRICSREQUEST']._serialized_start=2105
+  _globals['_PREPARERUBRICSREQUEST']._serialized_end=2174
+  _globals['_PREPARERUBRICSRESPONSE']._serialized_start=2176
+  _globals['_PREPARERUBRICSRESPONSE']._serialized_end=2246
+  _globals['_GETINFOREQUEST']._serialized_start=2248
+  _globals['_GETINFOREQUEST']._serialized_end=2264
+  _globals['_RUBRICINFO']._serialized_start=2267
+  _globals['_RUBRICINFO']._serialized_end=2588
+  _globals['_GETINFORESPONSE']._serialized_start=2591
+  _globals['_GETINFORESPONSE']._serialized_end=2891
+  _globals['_GETINFORESPONSE_ENGINESETTINGSENTRY']._serialized_start=2838
+  _globals['_GETINFORESPONSE_ENGINESETTINGSENTRY']._serialized_end=2891
+  _globals['_REWARDSERVICE']._serialized_start=3311
+  _globals['_REWARDSERVICE']._serialized_end=3575
 # @@protoc_insertion_point(module_scope)

@@ -12,6 +12,7 @@ class ScoringMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SCORING_MODE_UNSPECIFIED: _ClassVar[ScoringMode]
     SCORING_MODE_LOGPROBS: _ClassVar[ScoringMode]
     SCORING_MODE_SAMPLING: _ClassVar[ScoringMode]
+    SCORING_MODE_REASONING: _ClassVar[ScoringMode]
 
 class ScorerKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -30,6 +31,7 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
 SCORING_MODE_UNSPECIFIED: ScoringMode
 SCORING_MODE_LOGPROBS: ScoringMode
 SCORING_MODE_SAMPLING: ScoringMode
+SCORING_MODE_REASONING: ScoringMode
 SCORER_KIND_UNSPECIFIED: ScorerKind
 SCORER_KIND_GEVAL: ScorerKind
 SCORER_KIND_SEMSCORE: ScorerKind
@@ -122,17 +124,27 @@ class SamplingOptions(_message.Message):
     temperature: float
     def __init__(self, n: _Optional[int] = ..., temperature: _Optional[float] = ...) -> None: ...
 
+class ReasoningOptions(_message.Message):
+    __slots__ = ("max_tokens", "temperature")
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
+    max_tokens: int
+    temperature: float
+    def __init__(self, max_tokens: _Optional[int] = ..., temperature: _Optional[float] = ...) -> None: ...
+
 class ScoreRequest(_message.Message):
-    __slots__ = ("items", "rubrics", "mode", "sampling")
+    __slots__ = ("items", "rubrics", "mode", "sampling", "reasoning")
     ITEMS_FIELD_NUMBER: _ClassVar[int]
     RUBRICS_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_FIELD_NUMBER: _ClassVar[int]
+    REASONING_FIELD_NUMBER: _ClassVar[int]
     items: _containers.RepeatedCompositeFieldContainer[Item]
     rubrics: _containers.RepeatedCompositeFieldContainer[RubricSelection]
     mode: ScoringMode
     sampling: SamplingOptions
-    def __init__(self, items: _Optional[_Iterable[_Union[Item, _Mapping]]] = ..., rubrics: _Optional[_Iterable[_Union[RubricSelection, _Mapping]]] = ..., mode: _Optional[_Union[ScoringMode, str]] = ..., sampling: _Optional[_Union[SamplingOptions, _Mapping]] = ...) -> None: ...
+    reasoning: ReasoningOptions
+    def __init__(self, items: _Optional[_Iterable[_Union[Item, _Mapping]]] = ..., rubrics: _Optional[_Iterable[_Union[RubricSelection, _Mapping]]] = ..., mode: _Optional[_Union[ScoringMode, str]] = ..., sampling: _Optional[_Union[SamplingOptions, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningOptions, _Mapping]] = ...) -> None: ...
 
 class LabelProbability(_message.Message):
     __slots__ = ("label", "value", "probability")
@@ -145,7 +157,7 @@ class LabelProbability(_message.Message):
     def __init__(self, label: _Optional[str] = ..., value: _Optional[float] = ..., probability: _Optional[float] = ...) -> None: ...
 
 class RubricScore(_message.Message):
-    __slots__ = ("rubric", "expected_score", "reward", "distribution", "label_mass", "low_confidence", "top_label", "mode", "kind", "content_hash", "mean_logprob", "tokens_read")
+    __slots__ = ("rubric", "expected_score", "reward", "distribution", "label_mass", "low_confidence", "top_label", "mode", "kind", "content_hash", "rationale", "mean_logprob", "tokens_read")
     RUBRIC_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_SCORE_FIELD_NUMBER: _ClassVar[int]
     REWARD_FIELD_NUMBER: _ClassVar[int]
@@ -156,6 +168,7 @@ class RubricScore(_message.Message):
     MODE_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
+    RATIONALE_FIELD_NUMBER: _ClassVar[int]
     MEAN_LOGPROB_FIELD_NUMBER: _ClassVar[int]
     TOKENS_READ_FIELD_NUMBER: _ClassVar[int]
     rubric: str
@@ -168,9 +181,10 @@ class RubricScore(_message.Message):
     mode: ScoringMode
     kind: ScorerKind
     content_hash: str
+    rationale: str
     mean_logprob: float
     tokens_read: int
-    def __init__(self, rubric: _Optional[str] = ..., expected_score: _Optional[float] = ..., reward: _Optional[float] = ..., distribution: _Optional[_Iterable[_Union[LabelProbability, _Mapping]]] = ..., label_mass: _Optional[float] = ..., low_confidence: _Optional[bool] = ..., top_label: _Optional[str] = ..., mode: _Optional[_Union[ScoringMode, str]] = ..., kind: _Optional[_Union[ScorerKind, str]] = ..., content_hash: _Optional[str] = ..., mean_logprob: _Optional[float] = ..., tokens_read: _Optional[int] = ...) -> None: ...
+    def __init__(self, rubric: _Optional[str] = ..., expected_score: _Optional[float] = ..., reward: _Optional[float] = ..., distribution: _Optional[_Iterable[_Union[LabelProbability, _Mapping]]] = ..., label_mass: _Optional[float] = ..., low_confidence: _Optional[bool] = ..., top_label: _Optional[str] = ..., mode: _Optional[_Union[ScoringMode, str]] = ..., kind: _Optional[_Union[ScorerKind, str]] = ..., content_hash: _Optional[str] = ..., rationale: _Optional[str] = ..., mean_logprob: _Optional[float] = ..., tokens_read: _Optional[int] = ...) -> None: ...
 
 class ItemError(_message.Message):
     __slots__ = ("code", "message", "field")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..prompts import JudgeInput
+from ..reasoning import REASONING_TOKENS
 from ..scoring import ScoreEstimate
 
 
@@ -28,6 +29,7 @@ class Mode(enum.Enum):
 
     LOGPROBS = "logprobs"
     SAMPLING = "sampling"
+    REASONING = "reasoning"  # the judge writes its evaluation, then the slot is read after it
 
 
 @dataclass(frozen=True)
@@ -37,11 +39,18 @@ class Sampling:
 
 
 @dataclass(frozen=True)
+class Reasoning:
+    max_tokens: int = REASONING_TOKENS
+    temperature: float = 0.0  # greedy
+
+
+@dataclass(frozen=True)
 class ScoreOptions:
     """Per call; scorers that read no score slot ignore them."""
 
     mode: Mode = Mode.LOGPROBS
     sampling: Sampling = Sampling()
+    reasoning: Reasoning = Reasoning()
 
 
 class ItemFailure(Exception):
@@ -59,6 +68,7 @@ class Score:
 
     estimate: ScoreEstimate
     mode: Mode | None = None  # how a score slot was read; None for scorers without one
+    rationale: str = ""  # reasoning mode: the judge's evaluation before the slot
     # Likelihood scorers: mean log-probability of the tokens read, and how many; 0 for others.
     mean_logprob: float = 0.0
     tokens_read: int = 0

@@ -1,6 +1,7 @@
 """The G-Eval scorer: the judge reads a rubric's prompt and we read its answer at
 the score slot, either as the exact probability of every score label
-(log-probability mode) or as n sampled answers (sampling mode)."""
+(log-probability mode), as n sampled answers (sampling mode), or as the exact
+probabilities after the judge has written its evaluation (reasoning mode)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import ClassVar
 from ..autocot import ensure_steps
 from ..engine import JudgeEngine
 from ..prompts import JudgeInput, PromptBuilder, Tokenization, form_text
+from ..reasoning import ReasoningLayout, rationale_tokens, reasoning_layout
 from ..rubrics import Rubric
 from ..score_slot import LabelVocabulary, ScoreSlot, find_score_slot
 from ..scoring import estimate, estimate_from_samples
@@ -25,13 +27,14 @@ MAX_LABEL_READS = 32
 
 @dataclass(frozen=True)
 class PreparedRubric:
-    """A rubric as the judge reads it: its score slot, its prompt builder, and the hash
-    of everything that shapes the prompt."""
+    """A rubric as the judge reads it: its score slot, its prompt builder, its reasoning-mode
+    pieces, and the hash of everything that shapes the prompt."""
 
     rubric: Rubric
     slot: ScoreSlot
     builder: PromptBuilder
     content_hash: str
+    reasoning: ReasoningLayout
 
 
 def prepare_rubric(
@@ -44,8 +47,10 @@ def prepare_rubric(
         tokenization, vocabulary, form_text(tokenization, rubric), rubric.scale.labels, max_reads=MAX_LABEL_READS
     )
     builder = PromptBuilder(tokenization, rubric, slot.ids)
-    content_hash = rubric.content_hash(judge_model, f"{builder.layout_fingerprint()}:{policy}")
-    return PreparedRubric(rubric, slot, builder, content_hash)
+    reasoning = reasoning_layout(tokenization, vocabulary, rubric, slot)
+    layout = f"{builder.layout_fingerprint()}:{reasoning.fingerprint()}"
+    content_hash = rubric.content_hash(judge_model, f"{layout}:{policy}")
+    return PreparedRubric(rubric, slot, builder, content_hash, reasoning)
 
 
 class GEvalScorer:
@@ -94,9 +99,33 @@ class GEvalScorer:
         if options.mode is Mode.LOGPROBS:
             probs = await self._label_probs(ids)
             return Score(estimate(probs, rubric.scale, self._low_confidence_below), options.mode)
+        if options.mode is Mode.REASONING:
+            return await self._reasoned(ids, options)
         sampling = options.sampling
         samples = await self._engine.sample(ids, sampling.n, sampling.temperature, SAMPLED_TOKENS)
         return Score(estimate_from_samples(samples, rubric.scale, self._low_confidence_below), options.mode)
+
+    async def _reasoned(self, ids: list[int], options: ScoreOptions) -> Score:
+        """The judge writes its evaluation after the completion (within its budget and the
+        room its context leaves), then the labels are read at the slot after it."""
+        layout = self.prepared.reasoning
+        prompt = ids[:len(ids) - len(self.prepared.slot.ids)] + layout.ask_ids
+        room = self._engine.max_model_len - len(prompt) - layout.room
+        if room < 1:
+            raise ItemFailure(
+                "INVALID_ARGUMENT",
+                f"the judge prompt for rubric {self.name!r} in reasoning mode is {len(prompt)} tokens, leaving no "
+                f"room for an evaluation within the judge's max_model_len of {self._engine.max_model_len}",
+            )
+        reasoning = options.reasoning
+        written = await self._engine.generate(
+            prompt, min(reasoning.max_tokens, room), layout.stops, reasoning.temperature
+        )
+        kept = rationale_tokens(layout.tokenization.decode, written.token_ids, written.text)
+        rationale, to_slot = layout.slot_ids(kept)
+        probs = await self._label_probs(prompt + kept + to_slot)
+        score = estimate(probs, self.prepared.rubric.scale, self._low_confidence_below)
+        return Score(score, Mode.REASONING, rationale.strip())
 
     async def _label_probs(self, ids: list[int]) -> dict[str, float]:
         """Each label's probability (not renormalized) when the judge's next tokens follow

@@ -11,6 +11,7 @@ from geval_client import make_item
 from geval_client.diagnostics import completion_columns
 from geval_client.pb import reward_pb2
 from geval_client.requests import score_request
+from geval_client.reward_batch import build_batch
 from geval_client.sample_rewards import REASONING_ENV, SampleScorer
 from geval_server.engine import Generation
 from geval_server.prompts import FORM_HEADER, JudgeInput
@@ -141,9 +142,10 @@ def test_rationales_reach_the_completions_table_only_in_reasoning_mode():
     reasoned = reward_pb2.ItemResult(scores=[reward_pb2.RubricScore(rubric="a", rationale="Clear.")])
     two = reward_pb2.ItemResult(scores=[reward_pb2.RubricScore(rubric="a", rationale="Clear."),
                                         reward_pb2.RubricScore(rubric="b", rationale="Off topic.")])
-    assert completion_columns([reasoned, two], 2)["rationale"] == ["Clear.", "[a] Clear.\n\n[b] Off topic."]
+    batch = build_batch(["p", "p"], ["x", "y"], None, {})
+    assert completion_columns(batch, [reasoned, two])["rationale"] == ["Clear.", "[a] Clear.\n\n[b] Off topic."]
     plain = reward_pb2.ItemResult(scores=[reward_pb2.RubricScore(rubric="a")])
-    assert "rationale" not in completion_columns([plain], 1)
+    assert "rationale" not in completion_columns(build_batch(["p"], ["x"], None, {}), [plain])
 
 
 def test_openrlhf_and_verl_take_the_mode_from_an_option_or_the_environment(monkeypatch):

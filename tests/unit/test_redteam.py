@@ -37,7 +37,7 @@ class FakeJudge:
         rubric = SimpleNamespace(name="summeval-coherence", criterion="Coherence", min_score=1, max_score=5)
         return SimpleNamespace(rubrics=[rubric], judge_model="fake-judge")
 
-    def score(self, items, rubrics, sampling_n=None):
+    def score(self, items, rubrics, sampling_n=None, reasoning_tokens=None):
         self.calls.append((len(items), rubrics, sampling_n))
         results = []
         for item in items:

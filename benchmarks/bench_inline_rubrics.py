@@ -88,7 +88,7 @@ def main() -> None:
                      round(warm.cpu_seconds / n, 3)])
     h.report(
         "bench_inline_rubrics",
-        "7. Rubrics sent with the request: one per batch, per prompt, per item",
+        "10. Rubrics sent with the request: one per batch, per prompt, per item",
         ["rubrics", "items", "distinct rubrics", "items/s (cold)", "CPU s/item (cold)",
          "CPU vs one rubric (cold)", "items/s (warm)", "CPU s/item (warm)"],
         rows,

@@ -143,7 +143,8 @@ def test_info_traces_rewards_to_their_prompts(info):
     assert info.engine_settings["max_model_len"] == "8192"
     for rubric in info.rubrics:
         assert len(rubric.content_hash) == 64
-        assert rubric.evaluation_steps or rubric.name == "semscore"  # no judge, no steps
+        # only G-Eval rubrics have evaluation steps (SemScore and likelihood scorers have no form)
+        assert rubric.evaluation_steps or rubric.kind != reward_pb2.SCORER_KIND_GEVAL
     generated = next(r for r in info.rubrics if r.name == "test-clarity-autocot")
     assert generated.steps_generated and generated.evaluation_steps.startswith("1.")
     assert not next(r for r in info.rubrics if r.name == "summeval-coherence").steps_generated

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .metrics import ENGINE_CANCELLED, PROMPT_LOGPROBS_SINGLY
+from .prompt_logprobs import ComputedRead, fill_from_batch
 
 log = logging.getLogger(__name__)
 
@@ -139,24 +140,53 @@ class JudgeEngine:
         slot = output.outputs[0].logprobs[0]
         return {token_id: slot[token_id].logprob for token_id in token_ids if token_id in slot}
 
-    async def prompt_logprobs(self, prompt_ids: list[int], tail: int) -> list[float]:
-        """log p of each of the last `tail` tokens of prompt_ids given every token before it.
+    async def prompt_logprobs(self, reads: Sequence[tuple[list[int], int]]) -> list[list[float] | BaseException]:
+        """Per (prompt_ids, tail): log p of each of the last `tail` tokens given every token
+        before it; an exception in place of a read that failed.
 
         vLLM 0.32 skips reading the prefix cache for a request that asks for prompt
         log-probabilities unless told otherwise (SamplingParams.skip_reading_prefix_cache):
-        it computes them only for the tokens it runs, and returns placeholders (token id 0,
-        say) for positions read from the cache. We read the cache: the tail (a completion)
-        comes last, so a group sharing its source keeps the source's cache hits. A token's
-        log-probability comes from the position before it, so the first tail tokens are
-        missing when the cache hit reaches past the tail's start (completions sharing an
-        opening past a block boundary, or the same text read twice); each of those is read
-        as the next token after its own prefix, which is cached, so only that position runs
-        (re-running the whole prompt without the cache would compute the source again).
+        it computes them only for the tokens it runs, and returns placeholders for positions
+        read from the cache. We read the cache: the tail (a completion) comes last, so a group
+        sharing its source keeps the source's cache hits. A hit that reaches past the tail's
+        start (completions sharing an opening past a block boundary) leaves the first tail
+        tokens missing; they are filled from the batch's other reads (prompt_logprobs.py),
+        and what none computed is read as the next token after its own cached prefix, so only
+        that position runs (re-running the prompt without the cache would compute the source
+        again). All reads are in flight at once, so vLLM batches them.
         """
+        for ids, tail in reads:
+            if not 0 < tail < len(ids):
+                raise ValueError(f"tail must be 1..{len(ids) - 1} tokens, got {tail}")
+        answers = await asyncio.gather(*(self._computed_read(ids, tail) for ids, tail in reads),
+                                       return_exceptions=True)
+        computed = [answer for answer in answers if isinstance(answer, ComputedRead)]
+        fills = fill_from_batch(computed)
+        holes: dict[bytes, tuple[list[int], int]] = {}  # key -> (prefix, token): each read once
+        for read, (keys, values) in zip(computed, fills):
+            for offset, (key, value) in enumerate(zip(keys, values)):
+                if value is None:
+                    holes[key] = (list(read.ids[: read.start + offset]), read.ids[read.start + offset])
+        singly = await asyncio.gather(*(self.token_logprobs(prefix, [token]) for prefix, token in holes.values()),
+                                      return_exceptions=True)
+        PROMPT_LOGPROBS_SINGLY.inc(len(holes))
+        found = {key: answer if isinstance(answer, BaseException) else answer[token]
+                 for (key, (_, token)), answer in zip(holes.items(), singly)}
+        tails = iter(fills)
+        results: list[list[float] | BaseException] = []
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                results.append(answer)
+                continue
+            keys, values = next(tails)
+            tail = [found[key] if value is None else value for key, value in zip(keys, values)]
+            results.append(next((v for v in tail if isinstance(v, BaseException)), tail))
+        return results
+
+    async def _computed_read(self, prompt_ids: list[int], tail: int) -> ComputedRead:
+        """One request; the tail positions vLLM computed (the cache held the rest)."""
         from vllm import SamplingParams
 
-        if not 0 < tail < len(prompt_ids):
-            raise ValueError(f"tail must be 1..{len(prompt_ids) - 1} tokens, got {tail}")
         start = len(prompt_ids) - tail
         params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False,
                                 skip_reading_prefix_cache=False)
@@ -164,11 +194,8 @@ class JudgeEngine:
         # prompt_logprobs[i] holds the log-probability of prompt token i (None for i = 0),
         # computed for i > num_cached_tokens.
         first_computed = max(start, output.num_cached_tokens + 1)
-        singly = await asyncio.gather(*(self.token_logprobs(prompt_ids[:i], [prompt_ids[i]])
-                                        for i in range(start, first_computed)))
-        PROMPT_LOGPROBS_SINGLY.inc(len(singly))
-        read = [found[prompt_ids[i]] for i, found in zip(range(start, first_computed), singly)]
-        return read + [output.prompt_logprobs[i][prompt_ids[i]].logprob for i in range(first_computed, len(prompt_ids))]
+        computed = [output.prompt_logprobs[i][prompt_ids[i]].logprob for i in range(first_computed, len(prompt_ids))]
+        return ComputedRead(prompt_ids, start, first_computed, computed)
 
     async def sample(
         self, prompt_ids: list[int], n: int, temperature: float, max_tokens: int, seed: int | None = None

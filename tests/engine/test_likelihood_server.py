@@ -62,6 +62,25 @@ def test_cache_hits_do_not_change_what_is_read(client):
     assert len({round(r.scores[0].mean_logprob, 4) for r in group}) == len(SUMMARIES)
 
 
+def test_texts_sharing_an_opening_read_as_each_alone(client):
+    """Summaries that open alike past a KV block (32 tokens on CPU) find cached blocks past
+    their start: read in one call, those positions come from the read of the batch that
+    computed them; read alone afterwards (every block cached), from one-token reads."""
+    article = ("The regional rail operator will run trains between the two northern cities every fifteen "
+               "minutes from the spring timetable, after a year in which one train in five was late.")
+    opening = ("The regional rail operator said on Monday that weekday trains between the two northern "
+               "cities will run every fifteen minutes from the spring timetable onwards, after a year of")
+    items = [make_item(article, opening + ending) for ending in (" delays.", " cancellations and complaints.",
+                                                                 " late trains, the operator said.")]
+    rubric = ["likelihood-summeval-relevance"]
+    together = client.score(items, rubrics=rubric)
+    alone = [client.score([item], rubrics=rubric)[0] for item in reversed(items)][::-1]
+    for batched, single in zip(together, alone):
+        assert batched.scores[0].tokens_read == single.scores[0].tokens_read
+        assert batched.scores[0].mean_logprob == pytest.approx(single.scores[0].mean_logprob, abs=1e-4)
+    assert len({round(r.scores[0].mean_logprob, 4) for r in together}) == len(items)
+
+
 def test_combined_with_geval_by_weight_in_one_call(client):
     rubrics = {"summeval-coherence": 1.0, "likelihood-summeval-coherence": 3.0}
     [result] = client.score([make_item(ARTICLE, SUMMARIES[0])], rubrics=rubrics)

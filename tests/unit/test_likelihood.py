@@ -120,10 +120,10 @@ class PromptLogprobEngine:
     def __init__(self):
         self.reads: list[tuple[list[int], int]] = []
 
-    async def prompt_logprobs(self, ids, tail):
-        self.reads.append((list(ids), tail))
+    async def prompt_logprobs(self, reads):
+        self.reads += [(list(ids), tail) for ids, tail in reads]
         await asyncio.sleep(0)
-        return [-1.0] * tail
+        return [[-1.0] * tail for _, tail in reads]
 
 
 def _scorer(**fields):

@@ -22,7 +22,6 @@ scaled to [0, 1]: a completion that copies or repeats everything gets 0.
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import hashlib
 import json
@@ -273,10 +272,8 @@ class LikelihoodScorer:
         # side by side and its prefix cache computes the source once.
         distinct = sorted({read for request in requests for read in (*request.reads, *request.baselines)},
                           key=lambda read: read.context + read.text)
-        found = await asyncio.gather(
-            *(self._engine.prompt_logprobs(list(read.context + read.text), len(read.text)) for read in distinct),
-            return_exceptions=True,
-        )
+        found = await self._engine.prompt_logprobs([(list(read.context + read.text), len(read.text))
+                                                     for read in distinct])
         logprobs = dict(zip(distinct, found))
         results: list[Score | BaseException] = []
         for request in requests:

@@ -239,6 +239,9 @@ def results_markdown(results: dict) -> str:
         markdown_table(["benchmark", "dimension", "column", "Spearman [95% interval]"],
                        [[row["benchmark"], row["dimension"], column, text]
                         for row in results["rows"] for column, text in row.get("intervals", {}).items()]),
+        *(part for table in results.get("split", []) for part in (
+            "", "Average Spearman [95% interval over documents] on the documents where a configuration is "
+            "chosen and on the documents held out from that choice:", "", markdown_table(table[0], table[1:]))),
     ]) + "\n"
 
 
@@ -281,12 +284,33 @@ def average_interval(task: Task, by_dim: dict[str, list[float]], resamples: int)
     return bootstrap_mean(means, resamples=resamples)
 
 
+def split_rows(task: Task, columns: dict[str, dict[str, list[float]]], tuning_docs: int,
+               resamples: int) -> list[list[str]]:
+    """The dimension-averaged summary-level Spearman of every column on the first
+    `tuning_docs` documents (where a configuration is chosen) and on the rest (held out)."""
+    documents = list(dict.fromkeys(task.groups))
+    parts = {f"documents 1-{tuning_docs} (tuning)": set(documents[:tuning_docs]),
+             f"documents {tuning_docs + 1}-{len(documents)} (held out)": set(documents[tuning_docs:])}
+    rows = []
+    for column, by_dim in columns.items():
+        cells = []
+        for kept in parts.values():
+            index = [i for i, group in enumerate(task.groups) if group in kept]
+            part = Task(task.name, task.rubrics, [task.items[i] for i in index], [task.humans[i] for i in index],
+                        [task.groups[i] for i in index], per_group=True)
+            cells.append(average_interval(part, {d: [v[i] for i in index] for d, v in by_dim.items()},
+                                          resamples).text())
+        rows.append([task.name, column, *cells])
+    return [["benchmark", "column", *parts]] + rows
+
+
 def run(args: argparse.Namespace, client: RewardClient, judge_model: str, scale_of: dict) -> dict:
     tasks = load_tasks(args.tasks, args.summeval_docs, args.topical_contexts, args.qags_docs)
     conditions = [Condition(mode, steps) for steps in args.steps for mode in args.modes]
-    columns, rows, facts, raw = [], {}, [], {}
+    columns, rows, facts, raw, split = [], {}, [], {}, []
     for task in tasks:
         raw[task.name] = {"human": task.humans, "groups": task.groups}
+        every_column: dict[str, dict[str, list[float]]] = {}
         for condition in conditions:
             scores, fact = score_task(client, task, condition, args.sampling_n, args.batch, args.reasoning_tokens)
             facts.append({"benchmark": task.name, "condition": condition.label, **fact})
@@ -296,23 +320,28 @@ def run(args: argparse.Namespace, client: RewardClient, judge_model: str, scale_
                     rows.setdefault((task.name, dim), {"benchmark": task.name, "dimension": dim,
                                                        "items": len(task.items), "cells": {}})
                     rows[task.name, dim].setdefault("label_mass", f"{mass:.3f}")
-            add_columns(rows, columns, task, {f"{metric}, {'with' if condition.steps else 'without'} steps": by_dim
-                                              for metric, by_dim in scores.items()}, args.resamples)
+            named = {f"{metric}, {'with' if condition.steps else 'without'} steps": by_dim
+                     for metric, by_dim in scores.items()}
+            every_column.update(named)
+            add_columns(rows, columns, task, named, args.resamples)
         for variant in args.likelihood:
             scores, rewards, fact = likelihood_meta.score_variant(client, task, variant, args.batch)
             facts.append({"benchmark": task.name, "condition": f"likelihood ({variant})", **fact})
-            raw[task.name][f"likelihood ({variant})"] = scores
             geval = raw[task.name].get(Condition("logprobs", True).label, {}).get("probability-weighted")
             if geval is not None:
                 scales = {dim: (scale_of[rubric].min_score, scale_of[rubric].max_score)
                           for dim, rubric in task.rubrics.items()}
                 scores = {**scores, **likelihood_meta.with_geval(rewards, geval, scales)}
+            raw[task.name][f"likelihood ({variant})"] = scores
+            every_column.update(scores)
             add_columns(rows, columns, task, scores, args.resamples)
+        if task.per_group and args.tuning_docs:
+            split.append(split_rows(task, every_column, args.tuning_docs, args.resamples))
     subset = (f"SummEval first {args.summeval_docs or 100} documents, Topical-Chat first "
               f"{args.topical_contexts or 60} contexts, QAGS first {args.qags_docs or 'all'} items of each set")
     return {"judge_model": judge_model, "subset": subset, "sampling_n": args.sampling_n,
             "machine": args.machine, "columns": columns, "rows": list(rows.values()), "facts": facts,
-            "item_scores": raw}
+            "split": split, "item_scores": raw}
 
 
 def _names(known: Sequence[str]):
@@ -332,6 +361,9 @@ def main() -> None:
     parser.add_argument("--tasks", type=_names(TASKS), default=list(TASKS),
                         help=f"comma-separated, from {','.join(TASKS)} (default all)")
     parser.add_argument("--summeval-docs", type=int, help="first N SummEval documents (16 summaries each; all: 100)")
+    parser.add_argument("--tuning-docs", type=int, metavar="N",
+                        help="also report SummEval on its first N documents (to choose a configuration on) "
+                             "and on the rest (held out), every column")
     parser.add_argument("--topical-contexts", type=int,
                         help="first N Topical-Chat contexts (6 responses each; all: 60)")
     parser.add_argument("--qags-docs", type=int, help="first N items of each QAGS set (all: 235 / 239)")

@@ -174,7 +174,7 @@ def report_hackability(client: RewardClient, docs: list[list[datasets.Rated]]) -
         "text's reward beats the best human-rated summary's (for that row: the median's).",
         "Guard limits fixed before any run (copy rate 0.6 of word 5-grams from the article, repetition rate 0.1 "
         "of word 3-grams), not tuned on these documents.",
-        f"Took {time.perf_counter() - started:.0f} s on a 2-core CPU shared with other agents' engines.",
+        f"Took {time.perf_counter() - started:.0f} s (the load averages above say what else ran).",
     ]
     common.report("likelihood_bench", "Likelihood scorer: hackability beside G-Eval", ["text", *SCORERS],
                   hack_table(per_text), {"docs": len(docs)}, notes)
@@ -189,8 +189,8 @@ def report_cost(client: RewardClient, rounds: int, articles: int) -> None:
     rows = [[name, " / ".join(f"{s * 1000:.0f}" for s in values), f"{statistics.mean(values) / geval:.2f}x",
              spent["tokens_read"][name]] for name, values in seconds.items()]
     notes = [f"GRPO calls of {8 * articles} items ({articles} SummEval articles x 8 summaries), articles no "
-             "earlier call read (cold prefix cache), the reads alternated round by round, on a 2-core CPU shared "
-             "with other agents' engines: compare the ratios, not the seconds."]
+             "earlier call read (cold prefix cache), the reads alternated round by round (the load averages above "
+             "say what else ran): compare the ratios."]
     common.report("likelihood_cost", "Likelihood read: cost per item beside the G-Eval read",
                   ["read", "ms per item, each round", "vs G-Eval", "tokens read"], rows,
                   {"rounds": rounds, "articles": articles}, notes)

@@ -155,9 +155,6 @@ class JudgeEngine:
         that position runs (re-running the prompt without the cache would compute the source
         again). All reads are in flight at once, so vLLM batches them.
         """
-        for ids, tail in reads:
-            if not 0 < tail < len(ids):
-                raise ValueError(f"tail must be 1..{len(ids) - 1} tokens, got {tail}")
         answers = await asyncio.gather(*(self._computed_read(ids, tail) for ids, tail in reads),
                                        return_exceptions=True)
         computed = [answer for answer in answers if isinstance(answer, ComputedRead)]
@@ -187,6 +184,8 @@ class JudgeEngine:
         """One request; the tail positions vLLM computed (the cache held the rest)."""
         from vllm import SamplingParams
 
+        if not 0 < tail < len(prompt_ids):
+            raise ValueError(f"tail must be 1..{len(prompt_ids) - 1} tokens, got {tail}")
         start = len(prompt_ids) - tail
         params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False,
                                 skip_reading_prefix_cache=False)

@@ -18,6 +18,8 @@ import os
 import pathlib
 import platform
 import re
+import shlex
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -212,6 +214,11 @@ def machine() -> dict[str, Any]:
     }
 
 
+def invoked() -> str:
+    """The command line that ran this benchmark, as a reader would type it."""
+    return shlex.join(["python", f"benchmarks/{pathlib.Path(sys.argv[0]).name}", *sys.argv[1:]])
+
+
 def report(
     name: str,
     title: str,
@@ -240,7 +247,7 @@ def report(
         f"<!-- {name}:start -->",
         f"### {title}",
         "",
-        f"`python benchmarks/{name}.py`, run {stamp}. Machine: {info['cpu']}, {info['cores']} cores, "
+        f"`{invoked()}`, run {stamp}. Machine: {info['cpu']}, {info['cores']} cores, "
         f"{info['memory_gib']} GiB; torch {info['torch']}, vLLM {info['vllm']}; load average "
         f"{info['load_average_1m_at_start']} at start, {info['load_average_1m_at_end']} at end.",
         "Settings: " + ", ".join(f"{k}={v}" for k, v in settings.items()) + ".",

@@ -145,7 +145,7 @@ async def kv_reuse_probe(prompts: h.JudgePrompts, items: list[dict]) -> list[tup
     from vllm.inputs import TokensPrompt
     from vllm.v1.engine.async_llm import AsyncLLM
 
-    engine = AsyncLLM.from_engine_args(AsyncEngineArgs(model=h.embedded_model_path(), **h.engine_settings()))
+    engine = AsyncLLM.from_engine_args(AsyncEngineArgs(model=h.embedded_model_path(), **h.engine_arguments()))
     layout, slot = prompts.prepared.reasoning, prompts.prepared.slot
 
     async def final(ids: list[int], params: SamplingParams):
@@ -185,7 +185,7 @@ async def alternatives(
     from openai import AsyncOpenAI
 
     labels = list(prompts.prepared.rubric.scale.labels)
-    settings = h.engine_settings()
+    settings = h.engine_arguments()
     os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # for /reset_prefix_cache between (a) and (b)
     with vllm_openai_server(port, h.embedded_model_path(), settings) as (base_url, pid):
         client = AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=3600)

@@ -83,6 +83,15 @@ def engine_settings(**overrides: Any) -> dict[str, Any]:
     return {**engine.settings, **engine.environment}
 
 
+def engine_arguments() -> dict[str, Any]:
+    """The server's AsyncEngineArgs fields for the embedded judge, for a bare engine or
+    `vllm serve`; building them sets the server's vLLM environment variables in this
+    process, which its children inherit."""
+    from geval_server.engine import JudgeEngine
+
+    return dict(JudgeEngine(embedded_model_path(), {}).settings)
+
+
 class JudgePrompts:
     """The judge's prompts for a rubric as token ids, built with the server's own
     code (tokenizer, `prepare_rubric`) but no engine."""

@@ -158,25 +158,24 @@ class JudgeEngine:
         answers = await asyncio.gather(*(self._computed_read(ids, tail) for ids, tail in reads),
                                        return_exceptions=True)
         computed = [answer for answer in answers if isinstance(answer, ComputedRead)]
-        fills = fill_from_batch(computed)
-        holes: dict[bytes, tuple[list[int], int]] = {}  # key -> (prefix, token): each read once
-        for read, (keys, values) in zip(computed, fills):
-            for offset, (key, value) in enumerate(zip(keys, values)):
-                if value is None:
-                    holes[key] = (list(read.ids[: read.start + offset]), read.ids[read.start + offset])
-        singly = await asyncio.gather(*(self.token_logprobs(prefix, [token]) for prefix, token in holes.values()),
+        tails = fill_from_batch(computed)
+        # What no read computed: one request per distinct prefix (the position's token last).
+        holes = list(dict.fromkeys(tuple(read.ids[: read.start + offset + 1])
+                                   for read, tail in zip(computed, tails)
+                                   for offset, value in enumerate(tail) if value is None))
+        singly = await asyncio.gather(*(self.token_logprobs(list(hole[:-1]), [hole[-1]]) for hole in holes),
                                       return_exceptions=True)
         PROMPT_LOGPROBS_SINGLY.inc(len(holes))
-        found = {key: answer if isinstance(answer, BaseException) else answer[token]
-                 for (key, (_, token)), answer in zip(holes.items(), singly)}
-        tails = iter(fills)
+        found = {hole: answer if isinstance(answer, BaseException) else answer[hole[-1]]
+                 for hole, answer in zip(holes, singly)}
+        filled = iter(tails)
         results: list[list[float] | BaseException] = []
         for answer in answers:
             if isinstance(answer, BaseException):
                 results.append(answer)
                 continue
-            keys, values = next(tails)
-            tail = [found[key] if value is None else value for key, value in zip(keys, values)]
+            tail = [found[tuple(answer.ids[: answer.start + offset + 1])] if value is None else value
+                    for offset, value in enumerate(next(filled))]
             results.append(next((v for v in tail if isinstance(v, BaseException)), tail))
         return results
 

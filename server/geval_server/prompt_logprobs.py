@@ -38,12 +38,15 @@ class ComputedRead:
         return keys
 
 
-def fill_from_batch(reads: Sequence[ComputedRead]) -> list[tuple[list[bytes], list[float | None]]]:
-    """Per read: its positions' keys and log-probabilities, None where no read computed it."""
+def fill_from_batch(reads: Sequence[ComputedRead]) -> list[list[float | None]]:
+    """Per read: the log-probability of each position from its start on, None where no read
+    of the batch computed it."""
+    if all(read.first_computed == read.start for read in reads):
+        return [list(read.computed) for read in reads]  # the usual batch: nothing missing, nothing to key
     known: dict[bytes, float] = {}
     keyed = []
     for read in reads:
         keys = read.keys()
         keyed.append(keys)
         known.update(zip(keys[read.first_computed - read.start :], read.computed))
-    return [(keys, [known.get(key) for key in keys]) for keys in keyed]
+    return [[known.get(key) for key in keys] for keys in keyed]

@@ -18,7 +18,7 @@ import time
 import common as h
 from geval_client.pb import reward_pb2
 from geval_client.requests import as_item
-from geval_server.score_claims import ScoreClaimRedactor
+from geval_server.claim_blanking import ScoreClaimRedactor
 from geval_server.validation import validate
 
 

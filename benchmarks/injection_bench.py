@@ -27,7 +27,7 @@ from geval_audit.redteam import report_tables, run_redteam, summeval_base_texts
 from geval_client import RewardClient
 from geval_server.launcher import running_server
 from geval_server.rubrics import load_rubrics
-from geval_server.score_claims import REDACTED, ScoreClaimRedactor
+from geval_server.claim_blanking import REDACTED, ScoreClaimRedactor
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 

@@ -16,9 +16,9 @@ from .inputs import FORMATS, Columns
 
 
 def _rubric(text: str) -> tuple[str, float]:
-    name, sep, weight = text.partition("=")
+    name, sep, weight = text.rpartition(":") if ":" in text else (text, "", "")
     if not name:
-        raise argparse.ArgumentTypeError(f"expected NAME or NAME=WEIGHT, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected NAME or NAME:WEIGHT, got {text!r}")
     try:
         return name, float(weight) if sep else 1.0
     except ValueError:
@@ -56,7 +56,7 @@ def add_parser(commands) -> None:
     server.add_argument("--start-server", action="store_true", help="start a judge server for this run instead")
     server.add_argument("--serve-args", default="",
                         help='arguments for the started server, e.g. "--rubrics my_rubrics/ --port 50300"')
-    server.add_argument("--rubric", type=_rubric, action="append", default=[], metavar="NAME[=WEIGHT]",
+    server.add_argument("--rubric", type=_rubric, action="append", default=[], metavar="NAME[:WEIGHT]",
                         help="rubric to score with (repeatable; default: the server's default rubric)")
     server.add_argument("--sampling-n", type=int, help="score by sampling n answers instead of log-probabilities")
     server.add_argument("--reasoning-tokens", type=int, metavar="N",
@@ -80,6 +80,18 @@ def add_parser(commands) -> None:
                         help="exit 1 when |Spearman(reward, length)| over all completions exceeds RHO")
     checks.add_argument("--min-agreement", type=float, metavar="RHO",
                         help="exit 1 when the judge's Spearman with a human score column is under RHO")
+
+
+def mode_from_args(args: argparse.Namespace):
+    """--sampling-n, --reasoning-tokens and --temperature as the client's mode."""
+    from geval_client.types import Logprobs, Reasoning, Sampling
+
+    temperature = getattr(args, "temperature", None)
+    if args.sampling_n is not None:
+        return Sampling(args.sampling_n, *(() if temperature is None else (temperature,)))
+    if args.reasoning_tokens is not None:
+        return Reasoning(args.reasoning_tokens, *(() if temperature is None else (temperature,)))
+    return Logprobs()
 
 
 def config_from_args(args: argparse.Namespace):
@@ -111,8 +123,7 @@ def config_from_args(args: argparse.Namespace):
         input=args.input, token=token, output=args.output, columns=columns, format=args.format, split=args.split,
         limit=args.limit, max_groups=args.max_prompts, target=args.target,
         serve_args=shlex.split(args.serve_args) if args.start_server else None,
-        rubrics=dict(args.rubric), sampling_n=args.sampling_n, temperature=args.temperature,
-        reasoning_tokens=args.reasoning_tokens,
+        rubrics=dict(args.rubric), mode=mode_from_args(args),
         batch_size=args.batch_size, timeout_s=args.timeout, self_preference=not args.no_self_preference,
         semscore=not args.no_semscore, resamples=args.bootstrap_resamples, seed=args.seed,
         fail_on_self_preference=args.fail_on_self_preference,
@@ -156,8 +167,8 @@ def main(args: argparse.Namespace) -> int:
     from geval_server.launcher import ServerStartError
 
     from .inputs import InputError
+    from .row_scoring import ServerUnavailable
     from .runner import EXIT_ERROR, AuditError, run_audit
-    from .scoring import ServerUnavailable
     from .store import OutputMismatch
 
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
@@ -225,7 +236,7 @@ def redteam_main(args: argparse.Namespace) -> int:
             target = (stack.enter_context(running_server(*shlex.split(args.serve_args)))
                       if args.start_server else args.target)
             client = stack.enter_context(RewardClient(target, timeout=args.timeout, token=token))
-            result = run_redteam(client, bases, corpus, args.rubric, args.sampling_n, args.reasoning_tokens)
+            result = run_redteam(client, bases, corpus, args.rubric, mode_from_args(args))
     except (OSError, ValueError, TypeError, RedTeamError, ServerStartError, RewardServerError) as error:
         print(f"geval-reward redteam: error: {error}", file=sys.stderr)
         return 2

@@ -16,6 +16,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from geval_client import make_item
+from geval_client.types import Logprobs, Mode
+
 from .injections import Injection
 from .tables import markdown_table
 
@@ -115,32 +118,30 @@ class RedTeamResult:
 
 
 def run_redteam(
-    client, bases: Sequence[BaseText], corpus: Sequence[Injection], rubric: str, sampling_n: int | None = None,
-    reasoning_tokens: int | None = None,
+    client, bases: Sequence[BaseText], corpus: Sequence[Injection], rubric: str, mode: Mode = Logprobs(),
 ) -> RedTeamResult:
-    """Scores every base text clean and attacked by every entry, one Score call per base text
-    (by log-probabilities, by sampling `sampling_n` answers, or in reasoning mode with a
-    rationale of at most `reasoning_tokens`)."""
-    from geval_client import make_item
+    """Scores every base text clean and attacked by every entry, one Score call per base text,
+    G-Eval rubrics reading the slot in `mode`."""
 
     info = client.info()
     found = next((r for r in info.rubrics if r.name == rubric), None)
     if found is None:
         raise RedTeamError(f"rubric {rubric!r} is not served by this judge; it serves "
                            f"{', '.join(r.name for r in info.rubrics)}")
-    attacks = [e.render(found.criterion, int(found.min_score), int(found.max_score)) for e in corpus]
+    criterion = found.geval.criterion if found.HasField("geval") else found.likelihood.criterion
+    attacks = [e.render(criterion, int(found.min_score), int(found.max_score)) for e in corpus]
     entries = [EntryResult(e) for e in corpus]
     clean_rewards = []
     for base in bases:
         completions = [base.completion] + [e.apply(base.completion, a) for e, a in zip(corpus, attacks)]
         items = [make_item(base.prompt, c, base.reference) for c in completions]
-        results = client.score(items, rubrics=[rubric], sampling_n=sampling_n, reasoning_tokens=reasoning_tokens)
-        if results[0].HasField("error"):
+        results = client.score(items, rubrics=[rubric], mode=mode)
+        if not results[0].ok:
             raise RedTeamError(f"the clean text {base.label} could not be scored: {results[0].error.message}")
         clean = results[0].reward
         clean_rewards.append(clean)
         for entry, result in zip(entries, results[1:]):
-            if result.HasField("error"):
+            if not result.ok:
                 entry.errors.append(result.error.message)
             else:
                 entry.shifts.append(result.reward - clean)

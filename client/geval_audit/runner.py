@@ -12,12 +12,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from geval_client import RewardClient
+from geval_client.types import Logprobs, Mode, Reasoning, Sampling
 from geval_server.launcher import running_server
 
 from .checks import JUDGE_METRIC, Checks, run_checks
 from .inputs import AuditRow, Columns, RowError, check_columns, parse_rows, read_records
 from .report import RunContext, build_sections, to_html, to_markdown
-from .scoring import SEMSCORE, ScoringOptions, score_rows
+from .row_scoring import SEMSCORE, ScoringOptions, score_rows
 from .store import ItemStore
 
 EXIT_OK, EXIT_GATE, EXIT_ERROR = 0, 1, 2
@@ -41,9 +42,7 @@ class AuditConfig:
     token: str | None = None  # bearer token, for servers started with --auth-token-file
     serve_args: list[str] | None = None  # start an embedded judge with these `serve` arguments
     rubrics: dict[str, float] = field(default_factory=dict)  # empty: the server's default
-    sampling_n: int | None = None
-    temperature: float | None = None
-    reasoning_tokens: int | None = None
+    mode: Mode = Logprobs()  # how G-Eval rubrics read the score slot
     batch_size: int = 16
     timeout_s: float = 600.0
     self_preference: bool = True
@@ -109,16 +108,16 @@ def _semscore_model(config: AuditConfig, served: dict) -> str | None:
         print(f"audit: the server does not serve {SEMSCORE!r} (started with --no-semscore): no SemScore check",
               file=sys.stderr)
         return None
-    return served[SEMSCORE].criterion
+    return served[SEMSCORE].semscore.embedding_model
 
 
-def _mode(config: AuditConfig) -> str:
-    if config.reasoning_tokens is not None:
-        how = "greedy" if not config.temperature else f"at temperature {config.temperature:g}"
-        return f"reasoning ({how} evaluation of at most {config.reasoning_tokens} tokens), then log-probabilities"
-    if config.sampling_n is None:
-        return "log-probabilities (probability-weighted score)"
-    return f"sampling, n={config.sampling_n} at temperature {config.temperature or 1.0:g}"
+def _mode(mode: Mode) -> str:
+    if isinstance(mode, Reasoning):
+        how = "greedy" if not mode.temperature else f"at temperature {mode.temperature:g}"
+        return f"reasoning ({how} evaluation of at most {mode.max_tokens} tokens), then log-probabilities"
+    if isinstance(mode, Sampling):
+        return f"sampling, n={mode.n} at temperature {mode.temperature:g}"
+    return "log-probabilities (probability-weighted score)"
 
 
 def gate_failures(config: AuditConfig, checks: Checks) -> list[str]:
@@ -163,13 +162,12 @@ def run_audit(config: AuditConfig) -> AuditOutcome:
         store.open_run({
             "judge_model": info.judge_model, "server_version": info.server_version,
             "rubrics": rubrics, "rubric_hashes": hashes,
-            "mode": _mode(config), "columns": config.columns.mapped(), "score_references": score_references,
+            "mode": _mode(config.mode), "columns": config.columns.mapped(), "score_references": score_references,
         })
         uses_reference = [name for name in rubrics if served[name].uses_reference]
         options = ScoringOptions(
-            rubrics, config.sampling_n, config.temperature, config.batch_size, score_references,
+            rubrics, config.mode, config.batch_size, score_references,
             send_references=bool(uses_reference), semscore=semscore_model is not None,
-            reasoning_tokens=config.reasoning_tokens,
         )
         scored_now = score_rows(rows, client, store, options)
     done = store.load()

@@ -1,18 +1,32 @@
 """Light client for the G-Eval reward server: grpcio, protobuf and numpy only."""
 
 from .client import AsyncRewardClient, RewardClient
+from .defaults import DEFAULT_TARGET, DEFAULT_TIMEOUT_S
+from .errors import ItemNotScored, RewardServerError
 from .requests import make_item
-from .retry import RetryPolicy, RewardServerError
+from .retry import RetryPolicy
 from .transport import TLSOptions
 from .trl_reward import AsyncGEvalReward, GEvalReward
+from .types import GEvalScore, ItemError, ItemResult, LikelihoodScore, Logprobs, Reasoning, Sampling, SemScore
 
 __all__ = [
+    "DEFAULT_TARGET",
+    "DEFAULT_TIMEOUT_S",
     "AsyncGEvalReward",
     "AsyncRewardClient",
     "GEvalReward",
+    "GEvalScore",
+    "ItemError",
+    "ItemNotScored",
+    "ItemResult",
+    "LikelihoodScore",
+    "Logprobs",
+    "Reasoning",
     "RetryPolicy",
     "RewardClient",
     "RewardServerError",
+    "Sampling",
+    "SemScore",
     "TLSOptions",
     "make_item",
 ]

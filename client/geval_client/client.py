@@ -16,9 +16,11 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from .defaults import DEFAULT_TARGET, DEFAULT_TIMEOUT_S
+from .errors import RewardServerError
 from .pb import reward_pb2, reward_pb2_grpc
 from .requests import Rubrics, rubric_spec, score_request
-from .retry import Patience, RetryPolicy, RewardServerError
+from .retry import Patience, RetryPolicy
 from .transport import (
     MAX_MESSAGE_BYTES,
     Targets,
@@ -28,12 +30,12 @@ from .transport import (
     open_aio_channel,
     open_channel,
 )
+from .types import ItemResult, Logprobs, Mode, item_result
 
-__all__ = ["AsyncRewardClient", "RewardClient", "MAX_MESSAGE_BYTES", "DEFAULT_TARGET"]
+__all__ = ["AsyncRewardClient", "RewardClient", "MAX_MESSAGE_BYTES"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TARGET = "localhost:50051"
 HEALTH_TIMEOUT_S = 5.0
 
 
@@ -50,7 +52,7 @@ class _ClientBase:
     def __init__(
         self,
         target: Targets = DEFAULT_TARGET,
-        timeout: float = 300.0,
+        timeout: float = DEFAULT_TIMEOUT_S,
         *,
         retry: RetryPolicy = RetryPolicy(),
         tls: TLSOptions | None = None,
@@ -81,24 +83,19 @@ class _ClientBase:
 class RewardClient(_ClientBase):
     """Blocking client; the options are described on _ClientBase."""
 
-    def __init__(self, target: Targets = DEFAULT_TARGET, timeout: float = 300.0, **options: Any) -> None:
+    def __init__(self, target: Targets = DEFAULT_TARGET, timeout: float = DEFAULT_TIMEOUT_S, **options: Any) -> None:
         super().__init__(target, timeout, **options)
         self._channel = open_channel(self._spec)
         self._stub = reward_pb2_grpc.RewardServiceStub(self._channel)
         self._health = health_pb2_grpc.HealthStub(self._channel)
 
-    def score(
-        self,
-        items: Sequence[Any],
-        rubrics: Rubrics = None,
-        sampling_n: int | None = None,
-        temperature: float | None = None,
-        reasoning_tokens: int | None = None,
-    ) -> list[reward_pb2.ItemResult]:
-        """items: reward_pb2.Item or dicts with prompt, completion and optional reference, id.
-        The mode: sampling_n, reasoning_tokens or neither (see requests.score_request)."""
-        request = score_request(items, rubrics, sampling_n, temperature, reasoning_tokens)
-        return list(self._call("Score", self._stub.Score, request).results)
+    def score(self, items: Sequence[Any], rubrics: Rubrics = None, mode: Mode = Logprobs()) -> list[ItemResult]:
+        """items: dicts with prompt, completion and optional reference, id, rubric(s), or
+        reward_pb2.Item; rubrics: see requests.Rubrics (None: the server's default);
+        mode: Logprobs(), Sampling(n, temperature) or Reasoning(max_tokens, temperature).
+        One result per item, in order; an item that could not be scored has .error set."""
+        response = self._call("Score", self._stub.Score, score_request(items, rubrics, mode))
+        return [item_result(result) for result in response.results]
 
     def info(self) -> reward_pb2.GetInfoResponse:
         return self._call("GetInfo", self._stub.GetInfo, reward_pb2.GetInfoRequest())
@@ -139,22 +136,15 @@ class RewardClient(_ClientBase):
 class AsyncRewardClient(_ClientBase):
     """As RewardClient, for asyncio; create it inside the event loop that uses it."""
 
-    def __init__(self, target: Targets = DEFAULT_TARGET, timeout: float = 300.0, **options: Any) -> None:
+    def __init__(self, target: Targets = DEFAULT_TARGET, timeout: float = DEFAULT_TIMEOUT_S, **options: Any) -> None:
         super().__init__(target, timeout, **options)
         self._channel = open_aio_channel(self._spec)
         self._stub = reward_pb2_grpc.RewardServiceStub(self._channel)
         self._health = health_pb2_grpc.HealthStub(self._channel)
 
-    async def score(
-        self,
-        items: Sequence[Any],
-        rubrics: Rubrics = None,
-        sampling_n: int | None = None,
-        temperature: float | None = None,
-        reasoning_tokens: int | None = None,
-    ) -> list[reward_pb2.ItemResult]:
-        request = score_request(items, rubrics, sampling_n, temperature, reasoning_tokens)
-        return list((await self._call("Score", self._stub.Score, request)).results)
+    async def score(self, items: Sequence[Any], rubrics: Rubrics = None, mode: Mode = Logprobs()) -> list[ItemResult]:
+        response = await self._call("Score", self._stub.Score, score_request(items, rubrics, mode))
+        return [item_result(result) for result in response.results]
 
     async def info(self) -> reward_pb2.GetInfoResponse:
         return await self._call("GetInfo", self._stub.GetInfo, reward_pb2.GetInfoRequest())

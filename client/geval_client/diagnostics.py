@@ -28,9 +28,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .pb import reward_pb2
 from .reward_batch import RewardBatch, rewards_of
 from .row_rubrics import rubric_error
+from .types import GEvalScore, ItemResult, RubricScore, label_mass
 
 # Under no correlation, |rho| exceeds 0.65 by chance in 5% of samples of 10 items
 # (and reaches 1 on 2 items always): fewer items say nothing about verbosity bias.
@@ -38,7 +38,7 @@ MIN_RANK_ITEMS = 10
 
 
 def batch_metrics(
-    batch: RewardBatch, results: Sequence[reward_pb2.ItemResult], latency_s: float
+    batch: RewardBatch, results: Sequence[ItemResult], latency_s: float
 ) -> dict[str, float]:
     """Only metrics with enough data appear: no NaN placeholders."""
     rewards = rewards_of(results, batch.completions)
@@ -48,7 +48,7 @@ def batch_metrics(
         "failed_share": 1 - len(scored) / batch.completions,
         "score_claim_share": float(np.mean([r.score_claims_removed > 0 for r in results[: batch.completions]])),
     }
-    scores = [score for i in scored for score in results[i].scores]
+    scores = [score for i in scored for score in results[i].scores if isinstance(score, GEvalScore)]
     if scores:
         metrics["label_mass"] = float(np.mean([s.label_mass for s in scores]))
         metrics["low_confidence_share"] = float(np.mean([s.low_confidence for s in scores]))
@@ -59,7 +59,7 @@ def batch_metrics(
     margins = [
         rewards[i] - results[ref].reward
         for i in scored
-        if (ref := batch.reference_items[i]) is not None and not results[ref].HasField("error")
+        if (ref := batch.reference_items[i]) is not None and results[ref].ok
     ]
     if margins:
         metrics["self_preference_share"] = float(np.mean([m > 0 for m in margins]))
@@ -67,30 +67,28 @@ def batch_metrics(
     return metrics
 
 
-def completion_columns(batch: RewardBatch, results: Sequence[reward_pb2.ItemResult]) -> dict[str, list]:
+def completion_columns(batch: RewardBatch, results: Sequence[ItemResult]) -> dict[str, list]:
     """One value per completion for each column; None where it does not apply."""
     mine = results[: batch.completions]
     columns = {
-        "label_mass": [
-            None if r.HasField("error") or not r.scores else float(np.mean([s.label_mass for s in r.scores]))
-            for r in mine
-        ],
+        "label_mass": [label_mass(r) if r.ok else None for r in mine],
         "error": [
-            rubric_error(r.error, origin) if r.HasField("error") else None
+            None if r.ok else rubric_error(r.error, origin)
             for r, origin in zip(mine, batch.rubric_origins)
         ],
         "score_claims_removed": [r.score_claims_removed for r in mine],
     }
-    if any(s.rationale for r in mine for s in r.scores):
+    if any(getattr(s, "rationale", "") for r in mine for s in r.scores):
         columns["rationale"] = [_rationale(r.scores) for r in mine]
     return columns
 
 
-def _rationale(scores: Sequence[reward_pb2.RubricScore]) -> str | None:
+def _rationale(scores: Sequence[RubricScore]) -> str | None:
     """One rubric's evaluation as written; several, each under its rubric's name."""
+    written = [s for s in scores if isinstance(s, GEvalScore) and s.rationale]
     if len(scores) == 1:
-        return scores[0].rationale
-    return "\n\n".join(f"[{s.rubric}] {s.rationale}" for s in scores if s.rationale) or None
+        return written[0].rationale if written else ""
+    return "\n\n".join(f"[{s.rubric}] {s.rationale}" for s in written) or None
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:

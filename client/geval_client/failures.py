@@ -19,16 +19,13 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Sequence
 
-from .pb import reward_pb2
+from .errors import ItemNotScored
 from .row_rubrics import rubric_error
+from .types import ItemResult
 
 EXCLUDE, MIN = "exclude", "min"
 MIN_REWARD = 0.0  # every rubric's reward lies in [0, 1]
 OnError = str | float
-
-
-class ItemNotScored(RuntimeError):
-    """An item failed for a reason the completion did not cause, where no reward can stand in."""
 
 
 def parse_on_error(on_error: OnError, *, can_exclude: bool = True) -> float | None:
@@ -47,36 +44,32 @@ def parse_on_error(on_error: OnError, *, can_exclude: bool = True) -> float | No
     raise ValueError(f"on_error must be 'exclude', 'min' or a finite number, got {on_error!r}")
 
 
-def caused_by_completion(error: reward_pb2.ItemError) -> bool:
-    return error.code == reward_pb2.ERROR_CODE_INVALID_ARGUMENT and error.field.endswith(".completion")
-
-
 def grouped_rewards(
-    results: Sequence[reward_pb2.ItemResult], groups: Sequence[Hashable], on_error: float | None
+    results: Sequence[ItemResult], groups: Sequence[Hashable], on_error: float | None
 ) -> list[float | None]:
     """One reward per result; groups[i] names the prompt of result i (its GRPO/RLOO group)."""
-    scored = [None if result.HasField("error") else result.reward for result in results]
+    scored = [result.reward if result.ok else None for result in results]
     peers: dict[Hashable, list[float]] = {}
     for group, reward in zip(groups, scored):
         if reward is not None:
             peers.setdefault(group, []).append(reward)
     rewards = list(scored)
     for i, result in enumerate(results):
-        if not result.HasField("error"):
+        if result.ok:
             continue
-        if on_error is not None and caused_by_completion(result.error):
+        if on_error is not None and result.error.caused_by_completion:
             rewards[i] = on_error
         elif group_peers := peers.get(groups[i]):
             rewards[i] = math.fsum(group_peers) / len(group_peers)
     return rewards
 
 
-def sample_reward(result: reward_pb2.ItemResult, on_error: float, rubrics_origin: str | None = None) -> float:
+def sample_reward(result: ItemResult, on_error: float, rubrics_origin: str | None = None) -> float:
     """A number for every sample: the reward, on_error for a completion-caused failure,
     else ItemNotScored naming the cause (and rubrics_origin, where the sample's own rubric failed)."""
-    if not result.HasField("error"):
+    if result.ok:
         return result.reward
-    if caused_by_completion(result.error):
+    if result.error.caused_by_completion:
         return on_error
     raise ItemNotScored(
         "the reward server could not score an item, and not because of its completion: "

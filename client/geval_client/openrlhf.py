@@ -47,12 +47,14 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .failures import ItemNotScored, OnError
+from .defaults import DEFAULT_TIMEOUT_S
+from .errors import ItemNotScored, RewardServerError
+from .failures import OnError
 from .requests import Rubrics
-from .retry import RewardServerError
 from .row_rubrics import row_rubrics
 from .sample_rewards import Sample, SampleReward, SampleScorer, reference_text, rubrics_from_text
 from .transport import read_token
+from .types import Mode
 
 log = logging.getLogger(__name__)
 
@@ -168,15 +170,13 @@ def make_reward_func(
     server: str | None = None,
     rubrics: Rubrics = None,
     on_error: OnError | None = None,
-    timeout: float = 300.0,
+    timeout: float = DEFAULT_TIMEOUT_S,
     rubric_column: str = RUBRIC_COLUMN,
-    reasoning_tokens: int | None = None,
+    mode: Mode | str | None = None,
 ) -> OpenRLHFReward:
     """A `reward_func` for a --reward.remote_url file; options left None come from the environment.
-    reasoning_tokens: reasoning mode (the judge evaluates first, within this budget)."""
-    return OpenRLHFReward(
-        SampleScorer.configure(server, rubrics, on_error, timeout, reasoning_tokens=reasoning_tokens), rubric_column
-    )
+    mode: how G-Eval rubrics read the slot, e.g. Reasoning(256) or "reasoning:256"."""
+    return OpenRLHFReward(SampleScorer.configure(server, rubrics, on_error, timeout, mode=mode), rubric_column)
 
 
 def reward_func(queries, prompts, labels=None, **kwargs) -> dict[str, Any]:
@@ -234,9 +234,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rubric-column", default=RUBRIC_COLUMN, metavar="KEY",
                         help="the label object's key holding a sample's own rubric (default: %(default)s)")
     parser.add_argument("--auth-token-file", help="the server's bearer token (default: $GEVAL_REWARD_AUTH_TOKEN)")
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per scoring call")
-    parser.add_argument("--reasoning-tokens", type=int, help="reasoning mode: the judge writes its evaluation "
-                        "(at most this many tokens) before its score is read (default: $GEVAL_REWARD_REASONING_TOKENS)")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per scoring call")
+    parser.add_argument("--mode", help="how G-Eval rubrics read the score slot: logprobs, sampling:N or "
+                        "reasoning:MAX_TOKENS (default: $GEVAL_REWARD_MODE, else logprobs)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=5000)
     args = parser.parse_args(argv)
@@ -245,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         on_error = None if args.on_error is None else args.on_error if args.on_error == "min" else float(args.on_error)
         scorer = SampleScorer.configure(
             server=args.server, rubrics=rubrics_from_text(",".join(args.rubric)) or None, on_error=on_error,
-            timeout=args.timeout, token=read_token(args.auth_token_file), reasoning_tokens=args.reasoning_tokens,
+            timeout=args.timeout, token=read_token(args.auth_token_file), mode=args.mode,
         )
     except (ValueError, OSError) as error:
         parser.error(str(error))

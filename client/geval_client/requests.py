@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .pb import reward_pb2
+from .types import Logprobs, Mode, apply_mode
 
 Prompt = str | Sequence[Mapping[str, str]]
 Rubric = str | Mapping[str, Any]  # a served name, or a rubric dict
@@ -98,30 +99,8 @@ def _choice(rubric: Rubric, weight: float | None = None) -> reward_pb2.RubricSel
     return choice
 
 
-def score_request(
-    items: Sequence[Any],
-    rubrics: Rubrics = None,
-    sampling_n: int | None = None,
-    temperature: float | None = None,
-    reasoning_tokens: int | None = None,
-) -> reward_pb2.ScoreRequest:
-    """Sampling mode is chosen by giving sampling_n, reasoning mode (the judge writes its
-    evaluation, at most reasoning_tokens, before the slot is read) by giving
-    reasoning_tokens; otherwise log-probabilities. temperature: of the samples, or of the
-    evaluation (greedy when unset)."""
-    if sampling_n is not None and reasoning_tokens is not None:
-        raise ValueError("give sampling_n (sampling mode) or reasoning_tokens (reasoning mode), not both")
-    request = reward_pb2.ScoreRequest(
-        items=[as_item(item) for item in items], rubrics=rubric_selection(rubrics)
-    )
-    if sampling_n is not None:
-        request.mode = reward_pb2.SCORING_MODE_SAMPLING
-        request.sampling.n = sampling_n
-        if temperature is not None:
-            request.sampling.temperature = temperature
-    if reasoning_tokens is not None:
-        request.mode = reward_pb2.SCORING_MODE_REASONING
-        request.reasoning.max_tokens = reasoning_tokens
-        if temperature is not None:
-            request.reasoning.temperature = temperature
+def score_request(items: Sequence[Any], rubrics: Rubrics = None, mode: Mode = Logprobs()) -> reward_pb2.ScoreRequest:
+    """The request for items, scored with rubrics in mode (how G-Eval rubrics read the slot)."""
+    request = reward_pb2.ScoreRequest(items=[as_item(item) for item in items], rubrics=rubric_selection(rubrics))
+    apply_mode(request, mode)
     return request

@@ -19,6 +19,7 @@ from typing import Any
 from .pb import reward_pb2
 from .requests import make_item
 from .row_rubrics import column_row, row_rubrics
+from .types import ItemResult
 
 
 @dataclass(frozen=True)
@@ -84,9 +85,9 @@ def build_batch(
     return RewardBatch(items, len(prompts), reference_items, lengths, groups, rubric_origins)
 
 
-def rewards_of(results: Sequence[reward_pb2.ItemResult], completions: int) -> list[float | None]:
+def rewards_of(results: Sequence[ItemResult], completions: int) -> list[float | None]:
     """The server's reward per completion, None where it could not score one."""
-    return [None if result.HasField("error") else result.reward for result in results[:completions]]
+    return [result.reward if result.ok else None for result in results[:completions]]
 
 
 def judge_prompt(prompt: Any) -> str | list[dict[str, str]]:

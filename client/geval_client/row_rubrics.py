@@ -17,6 +17,7 @@ from typing import Any
 
 from .pb import reward_pb2
 from .requests import rubric_selection
+from .types import ItemError
 
 
 def column_row(column: str, row: int) -> str:
@@ -38,7 +39,7 @@ def row_rubrics(value: Any, origin: str) -> list[reward_pb2.RubricSelection]:
         raise ValueError(f"{origin}: {error}") from None
 
 
-def rubric_error(error: reward_pb2.ItemError, origin: str | None) -> str:
+def rubric_error(error: ItemError, origin: str | None) -> str:
     """The server's message for a failed item, naming the row's origin when its own rubric failed."""
     if origin is not None and ".rubrics[" in error.field:
         return f"{origin}: {error.message}"

@@ -12,8 +12,8 @@ functions to Ray workers, OpenRLHF to its vLLM engine actors); it connects on
 first use, one client per process (per event loop for the async form), shared
 by every scorer with the same server. Unset options come from the environment:
 GEVAL_REWARD_SERVER, GEVAL_REWARD_RUBRICS ("a,b" or "a:1,b:2"),
-GEVAL_REWARD_ON_ERROR, GEVAL_REWARD_REASONING_TOKENS (reasoning mode with that
-budget) and GEVAL_REWARD_AUTH_TOKEN.
+GEVAL_REWARD_ON_ERROR, GEVAL_REWARD_MODE ("logprobs", "sampling:N" or
+"reasoning:MAX_TOKENS") and GEVAL_REWARD_AUTH_TOKEN.
 """
 
 from __future__ import annotations
@@ -26,14 +26,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .client import DEFAULT_TARGET, AsyncRewardClient, RewardClient
+from .client import AsyncRewardClient, RewardClient
+from .defaults import DEFAULT_TARGET, DEFAULT_TIMEOUT_S
 from .failures import MIN, OnError, parse_on_error, sample_reward
-from .pb import reward_pb2
+from .pb.reward_pb2 import Item, RubricSelection
 from .requests import Prompt, Rubrics, make_item
 from .transport import read_token
+from .types import ItemResult, Logprobs, Mode, label_mass, mode_from_text
 
 SERVER_ENV, RUBRICS_ENV, ON_ERROR_ENV = "GEVAL_REWARD_SERVER", "GEVAL_REWARD_RUBRICS", "GEVAL_REWARD_ON_ERROR"
-REASONING_ENV = "GEVAL_REWARD_REASONING_TOKENS"
+MODE_ENV = "GEVAL_REWARD_MODE"
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,7 @@ class Sample:
     prompt: Prompt  # what the judge reads as the input: text or chat messages
     completion: str
     reference: str | None = None
-    rubrics: Sequence[reward_pb2.RubricSelection] = ()  # this sample's own (row_rubrics); empty: the scorer's
+    rubrics: Sequence[RubricSelection] = ()  # this sample's own (row_rubrics); empty: the scorer's
     rubrics_origin: str | None = None  # where its own rubrics came from, named in errors
 
 
@@ -49,7 +51,7 @@ class Sample:
 class SampleReward:
     reward: float
     failed: bool  # the server could not score the completion; reward is on_error
-    label_mass: float  # mean over the rubrics; 0.0 when failed
+    label_mass: float  # mean over the G-Eval rubrics; 0.0 when failed or none read a slot
     score_claims_removed: int
 
 
@@ -60,7 +62,7 @@ class SampleScorer:
     on_error: float
     timeout: float
     token: str | None
-    reasoning_tokens: int | None = None  # reasoning mode with this budget; None: log-probabilities
+    mode: Mode = Logprobs()  # how G-Eval rubrics read the score slot
 
     @classmethod
     def configure(
@@ -68,9 +70,9 @@ class SampleScorer:
         server: str | None = None,
         rubrics: Rubrics = None,
         on_error: OnError | None = None,
-        timeout: float = 300.0,
+        timeout: float = DEFAULT_TIMEOUT_S,
         token: str | None = None,
-        reasoning_tokens: int | None = None,
+        mode: Mode | str | None = None,
     ) -> SampleScorer:
         """Each option left None is read from its environment variable, then defaulted."""
         if on_error is None:
@@ -82,21 +84,21 @@ class SampleScorer:
             on_error=parse_on_error(on_error, can_exclude=False),
             timeout=timeout,
             token=token if token is not None else read_token(None),
-            reasoning_tokens=reasoning_tokens if reasoning_tokens is not None else _reasoning_from_environment(),
+            mode=_mode(mode),
         )
 
     def score(self, samples: Sequence[Sample]) -> list[SampleReward]:
         client = _sync_client(self.server, self.timeout, self.token)
         items = self._items(samples)
-        return self._rewards(samples, client.score(items, self.rubrics, reasoning_tokens=self.reasoning_tokens))
+        return self._rewards(samples, client.score(items, self.rubrics, self.mode))
 
     async def score_async(self, samples: Sequence[Sample]) -> list[SampleReward]:
         client = _async_client(self.server, self.timeout, self.token)
         items = self._items(samples)
-        return self._rewards(samples, await client.score(items, self.rubrics, reasoning_tokens=self.reasoning_tokens))
+        return self._rewards(samples, await client.score(items, self.rubrics, self.mode))
 
     @staticmethod
-    def _items(samples: Sequence[Sample]) -> list[reward_pb2.Item]:
+    def _items(samples: Sequence[Sample]) -> list[Item]:
         """One request; a sample that chose its own rubrics carries them (they replace the request's)."""
         items = []
         for i, sample in enumerate(samples):
@@ -104,14 +106,13 @@ class SampleScorer:
             items[-1].rubrics.extend(sample.rubrics)
         return items
 
-    def _rewards(self, samples: Sequence[Sample], results: Sequence[reward_pb2.ItemResult]) -> list[SampleReward]:
+    def _rewards(self, samples: Sequence[Sample], results: Sequence[ItemResult]) -> list[SampleReward]:
         rewards = []
         for sample, result in zip(samples, results):
-            failed = result.HasField("error")
             rewards.append(SampleReward(
                 reward=sample_reward(result, self.on_error, sample.rubrics_origin),
-                failed=failed,
-                label_mass=0.0 if failed or not result.scores else _mean(s.label_mass for s in result.scores),
+                failed=not result.ok,
+                label_mass=(label_mass(result) or 0.0) if result.ok else 0.0,
                 score_claims_removed=result.score_claims_removed,
             ))
         return rewards
@@ -132,13 +133,12 @@ def reference_text(value: Any) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
-def _reasoning_from_environment() -> int | None:
-    text = os.environ.get(REASONING_ENV, "").strip()
-    if not text:
-        return None
-    if not text.isdecimal():
-        raise ValueError(f"{REASONING_ENV}: expected a number of tokens, got {text!r}")
-    return int(text)
+def _mode(mode: Mode | str | None) -> Mode:
+    """A mode given as an object or as text ("reasoning:256", as configs and the environment
+    write it); unset: GEVAL_REWARD_MODE, else log-probabilities."""
+    if mode is None:
+        mode = os.environ.get(MODE_ENV) or "logprobs"
+    return mode_from_text(mode) if isinstance(mode, str) else mode
 
 
 def _number(text: str, what: str) -> float:
@@ -146,11 +146,6 @@ def _number(text: str, what: str) -> float:
         return float(text)
     except ValueError:
         raise ValueError(f"{what}: expected a number, got {text!r}") from None
-
-
-def _mean(values) -> float:
-    values = list(values)
-    return sum(values) / len(values)
 
 
 _sync_clients: dict[tuple, RewardClient] = {}

@@ -27,16 +27,17 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from .client import DEFAULT_TARGET, AsyncRewardClient, RewardClient
+from .client import AsyncRewardClient, RewardClient
+from .defaults import DEFAULT_TARGET, DEFAULT_TIMEOUT_S
 from .diagnostics import batch_metrics, completion_columns
 from .failures import MIN, OnError, grouped_rewards, parse_on_error
-from .pb import reward_pb2
 from .requests import Rubrics, rubric_selection
 from .retry import RetryPolicy
 from .reward_batch import RewardBatch, build_batch
 from .reward_names import claim_name, reward_name
 from .row_rubrics import rubric_error
 from .transport import Targets, TLSOptions, channel_spec
+from .types import ItemResult, Logprobs, Mode
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +54,8 @@ class _GEvalRewardBase:
     prompt (e.g. the bare article when the prompt wraps it in instructions).
     rubric_column: dataset column with each row's own rubric (a rubric dict or a served
     name; row_rubrics.py), scored instead of `rubrics`, which score rows holding None.
-    sampling_n: score by sampling n judgements instead of log-probabilities.
-    reasoning_tokens: reasoning mode: the judge writes its evaluation (at most this many
-    tokens) before its score is read; the evaluations go to TRL's completions table.
+    mode: how G-Eval rubrics read the score slot: Logprobs() (the default), Sampling(n) or
+    Reasoning(max_tokens), whose evaluations go to TRL's completions table.
     name: TRL's name for this reward in its logs (`rewards/<name>/mean`); by default
     derived from the rubrics (reward_names.py).
     timeout, retry, tls, token: as RewardClient's.
@@ -71,10 +71,9 @@ class _GEvalRewardBase:
         source_column: str | None = None,
         rubric_column: str | None = None,
         score_references: bool = True,
-        sampling_n: int | None = None,
-        reasoning_tokens: int | None = None,
+        mode: Mode = Logprobs(),
         name: str | None = None,
-        timeout: float = 300.0,
+        timeout: float = DEFAULT_TIMEOUT_S,
         retry: RetryPolicy = RetryPolicy(),
         tls: TLSOptions | None = None,
         token: str | None = None,
@@ -86,8 +85,7 @@ class _GEvalRewardBase:
         self.source_column = source_column
         self.rubric_column = rubric_column
         self.score_references = score_references
-        self.sampling_n = sampling_n
-        self.reasoning_tokens = reasoning_tokens
+        self.mode = mode
         self._client_args = dict(target=server, timeout=timeout, retry=retry, tls=tls, token=token)
         self._target = channel_spec(server, tls, retry).label  # a bad address or TLS file fails here
         self.__name__ = name if name is not None else reward_name(rubrics, rubric_column)
@@ -103,7 +101,7 @@ class _GEvalRewardBase:
         )
         return (
             self._target, rubrics, self.rubric_column, self._on_error, self.reference_column, self.source_column,
-            self.sampling_n, self.reasoning_tokens,
+            self.mode,
         )
 
     def __getstate__(self) -> dict:
@@ -124,10 +122,10 @@ class _GEvalRewardBase:
         )
 
     def _finish(
-        self, batch: RewardBatch, results: Sequence[reward_pb2.ItemResult], latency_s: float, columns: dict
+        self, batch: RewardBatch, results: Sequence[ItemResult], latency_s: float, columns: dict
     ) -> list[float | None]:
         rewards = grouped_rewards(results[: batch.completions], batch.groups, self._on_error)
-        failed = [i for i, r in enumerate(results[: batch.completions]) if r.HasField("error")]
+        failed = [i for i, r in enumerate(results[: batch.completions]) if not r.ok]
         if failed:
             first = rubric_error(results[failed[0]].error, batch.rubric_origins[failed[0]])
             log.warning(
@@ -164,9 +162,7 @@ class GEvalReward(_GEvalRewardBase):
     def __call__(self, prompts, completions, completion_ids=None, **columns) -> list[float | None]:
         batch = self._batch(prompts, completions, completion_ids, columns)
         started = time.perf_counter()
-        results = self._connected().score(
-            batch.items, self.rubrics, self.sampling_n, reasoning_tokens=self.reasoning_tokens
-        )
+        results = self._connected().score(batch.items, self.rubrics, self.mode)
         return self._finish(batch, results, time.perf_counter() - started, columns)
 
     def _connected(self) -> RewardClient:
@@ -198,7 +194,7 @@ class AsyncGEvalReward(_GEvalRewardBase):
         batch = self._batch(prompts, completions, completion_ids, columns)
         client = self._client_for_running_loop()
         started = time.perf_counter()
-        results = await client.score(batch.items, self.rubrics, self.sampling_n, reasoning_tokens=self.reasoning_tokens)
+        results = await client.score(batch.items, self.rubrics, self.mode)
         return self._finish(batch, results, time.perf_counter() - started, columns)
 
     def _client_for_running_loop(self) -> AsyncRewardClient:

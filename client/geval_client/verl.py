@@ -16,8 +16,8 @@ default; text or chat messages), the reference is ground_truth when it is text, 
 extra_info[rubric_column] ("rubrics" by default: veRL hands a reward each row's fields
 in extra_info, not as columns) is the sample's own rubric, a rubric dict or a served
 name (or several, weighted: row_rubrics.py), replacing the rubrics for that sample.
-Options (server, rubrics, on_error, prompt_key, rubric_column, timeout, reasoning_tokens:
-reasoning mode) come as keyword arguments, e.g. from
+Options (server, rubrics, on_error, prompt_key, rubric_column, timeout, mode: "logprobs",
+"sampling:N" or "reasoning:MAX_TOKENS") come as keyword arguments, e.g. from
 `reward.custom_reward_function.reward_kwargs`, else from the environment
 (sample_rewards.py). Other keyword arguments veRL passes (reward_router_address,
 reward_model_tokenizer) are ignored.
@@ -33,10 +33,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .defaults import DEFAULT_TIMEOUT_S
 from .failures import OnError
 from .requests import Rubrics
 from .row_rubrics import row_rubrics
 from .sample_rewards import Sample, SampleReward, SampleScorer, reference_text
+from .types import Mode
 
 PROMPT_KEY, RUBRIC_COLUMN = "prompt", "rubrics"
 
@@ -52,11 +54,11 @@ def compute_score(
     on_error: OnError | None = None,
     prompt_key: str = PROMPT_KEY,
     rubric_column: str = RUBRIC_COLUMN,
-    timeout: float = 300.0,
-    reasoning_tokens: int | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    mode: Mode | str | None = None,
     **framework_kwargs: Any,
 ) -> dict[str, float]:
-    scorer = SampleScorer.configure(server, rubrics, on_error, timeout, reasoning_tokens=reasoning_tokens)
+    scorer = SampleScorer.configure(server, rubrics, on_error, timeout, mode=mode)
     return _reply(scorer.score([_sample(solution_str, ground_truth, extra_info, prompt_key, rubric_column, 0)])[0])
 
 
@@ -71,11 +73,11 @@ async def compute_score_async(
     on_error: OnError | None = None,
     prompt_key: str = PROMPT_KEY,
     rubric_column: str = RUBRIC_COLUMN,
-    timeout: float = 300.0,
-    reasoning_tokens: int | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    mode: Mode | str | None = None,
     **framework_kwargs: Any,
 ) -> dict[str, float]:
-    scorer = SampleScorer.configure(server, rubrics, on_error, timeout, reasoning_tokens=reasoning_tokens)
+    scorer = SampleScorer.configure(server, rubrics, on_error, timeout, mode=mode)
     rewards = await scorer.score_async([_sample(solution_str, ground_truth, extra_info, prompt_key, rubric_column, 0)])
     return _reply(rewards[0])
 
@@ -91,8 +93,8 @@ def compute_score_batch(
     on_error: OnError | None = None,
     prompt_key: str = PROMPT_KEY,
     rubric_column: str = RUBRIC_COLUMN,
-    timeout: float = 300.0,
-    reasoning_tokens: int | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    mode: Mode | str | None = None,
     **framework_kwargs: Any,
 ) -> list[dict[str, float]]:
     if not len(solution_strs) == len(ground_truths) == len(extra_infos):
@@ -100,7 +102,7 @@ def compute_score_batch(
             f"got {len(solution_strs)} solution_strs, {len(ground_truths)} ground_truths and "
             f"{len(extra_infos)} extra_infos"
         )
-    scorer = SampleScorer.configure(server, rubrics, on_error, timeout, reasoning_tokens=reasoning_tokens)
+    scorer = SampleScorer.configure(server, rubrics, on_error, timeout, mode=mode)
     samples = [
         _sample(s, g, e, prompt_key, rubric_column, i)
         for i, (s, g, e) in enumerate(zip(solution_strs, ground_truths, extra_infos))

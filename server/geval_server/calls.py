@@ -1,11 +1,13 @@
 """Every unary call, as the caller sees it: its request decoded here, so that a corrupt
 message or invalid UTF-8 answers INVALID_ARGUMENT naming the problem (gRPC's own
 decoding answers `UNKNOWN: Unexpected DecodeError`), an unknown method answers
-UNIMPLEMENTED naming it, and each call is logged and counted with the status it got."""
+UNIMPLEMENTED naming it, and each call is logged once, with the status it got and what
+the servicer added to its record (`call_record()`), and counted."""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 import time
@@ -19,6 +21,15 @@ log = logging.getLogger(__name__)
 
 # Orchestrators probe every few seconds; their calls would drown the log at INFO.
 QUIET_PREFIXES = ("/grpc.health.v1.Health/",)
+
+_RECORD: contextvars.ContextVar[dict] = contextvars.ContextVar("call_record")
+
+
+def call_record() -> dict:
+    """This call's log entry, for the servicer to add fields to (items, rubrics, failures);
+    a throwaway one when the servicer is called without the interceptor (unit tests)."""
+    record = _RECORD.get(None)
+    return {} if record is None else record
 
 
 class CallInterceptor(grpc.aio.ServerInterceptor):
@@ -50,6 +61,8 @@ def _logged(method: str, label: str, deserialize, behaviour):
 
     async def call(raw: bytes, context):
         started = time.perf_counter()
+        record = {}
+        _RECORD.set(record)  # each call runs in its own task, so its own context
         try:
             try:
                 request = deserialize(raw) if deserialize is not None else raw
@@ -65,17 +78,17 @@ def _logged(method: str, label: str, deserialize, behaviour):
                 context.set_details(f"{type(error).__name__}: {error}")
             raise
         finally:
-            _record(method, label, context, time.perf_counter() - started)
+            _record(method, label, context, time.perf_counter() - started, record)
 
     return call
 
 
-def _record(method: str, label: str, context, seconds: float) -> None:
+def _record(method: str, label: str, context, seconds: float, record: dict) -> None:
     code = context.code() or grpc.StatusCode.OK
     metrics.CALLS.labels(label, code.name).inc()
     metrics.CALL_SECONDS.labels(label).observe(seconds)
     entry = {"event": "call", "method": method[:200], "peer": context.peer(), "code": code.name,
-             "seconds": round(seconds, 4)}
+             "seconds": round(seconds, 4), **record}
     if code is not grpc.StatusCode.OK and context.details():
         entry["error"] = context.details()[:500]
     level = logging.DEBUG if method.startswith(QUIET_PREFIXES) and code is grpc.StatusCode.OK else logging.INFO

@@ -1,6 +1,7 @@
-"""Scores a batch of items, each with its chosen scorers: one request per (item,
-scorer), identical requests scored once, every scorer's requests in flight
-together so vLLM batches them, then one reward per item.
+"""Scores a checked request: resolves its rubrics to scorers (callers' rubrics
+prepared once), then one engine request per (item, scorer), identical requests
+scored once, every scorer's requests in flight together so vLLM batches them,
+then one reward per item.
 """
 
 from __future__ import annotations
@@ -12,18 +13,29 @@ import logging
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from .claim_blanking import ScoreClaimRedactor
 from .engine import JudgeEngine
+from .expected_score import NoLabelMass
 from .inline_rubrics import InlineRubrics
 from .prompts import JudgeInput
-from .rubrics import Rubric
-from .score_claims import ScoreClaimRedactor
-from .scorers.base import ItemFailure, Score, ScoreOptions, Scorer
-from .scoring import NoLabelMass, weighted_reward
+from .rubrics import Rubric, RubricError
+from .score_slot import LabelTokenError
+from .scorers.base import ItemFailure, Score, Scorer, ScorerInfo
+from .scorers.read_mode import Logprobs, ReadMode
+from .validation import Choice, ValidRequest
 
 log = logging.getLogger(__name__)
 
-Choice = str | Rubric  # a served scorer's name, or a rubric sent with the request
 Selection = Sequence[tuple[Scorer, float]]  # an item's scorers and their weights
+
+
+class UnservableRubric(ValueError):
+    """A rubric sent for the whole request that this judge cannot read (a label it cannot
+    spell, one of its control tokens in the text): the caller's to fix."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
 
 
 @dataclass(frozen=True)
@@ -51,7 +63,7 @@ class Judge:
     ) -> None:
         """scorers: the served ones by name; inline: where callers' rubrics are prepared.
         remove_score_claims: blank `Criterion: 5` claims in completions for the scorers that
-        read them (score_claims.py)."""
+        read them (claim_blanking.py)."""
         self.engine = engine
         self.scorers = dict(scorers)
         self.judge_model = judge_model
@@ -64,7 +76,35 @@ class Judge:
         """Every scorer served, and whether it needs the item's reference."""
         return {name: scorer.needs_reference for name, scorer in self.scorers.items()}
 
-    async def resolve(self, choices: Iterable[Choice]) -> dict[Choice, Scorer | BaseException]:
+    async def score_request(self, request: ValidRequest) -> list[ItemOutcome]:
+        """Scores a checked request. A request rubric the judge cannot read raises
+        UnservableRubric; an item's own one fails that item."""
+        resolved = await self._resolve(request.choices)
+        for i, (choice, _) in enumerate(request.selection):
+            if isinstance(resolved[choice], BaseException):
+                raise UnservableRubric(f"rubrics[{i}].spec", _unservable(resolved[choice]))
+        items: list[JudgeInput | ItemFailure] = []
+        selections: list[Selection] = []
+        for index, (item, own) in enumerate(zip(request.items, request.item_selections)):
+            chosen = own or request.selection
+            failed = [(j, resolved[c]) for j, (c, _) in enumerate(chosen) if isinstance(resolved[c], BaseException)]
+            if failed and not isinstance(item, ItemFailure):
+                j, error = failed[0]
+                field = f"items[{index}].rubrics[{j}].spec"
+                item = ItemFailure("INVALID_ARGUMENT", f"{field}: {_unservable(error)}", field)
+            items.append(item)
+            selections.append([] if failed else [(resolved[c], weight) for c, weight in chosen])
+        return await self.score(items, selections, request.mode)
+
+    async def prepare(self, rubrics: Sequence[Rubric]) -> list[ScorerInfo]:
+        """Callers' rubrics prepared as a Score call would (PrepareRubrics), described."""
+        resolved = await self._resolve(rubrics)
+        for i, rubric in enumerate(rubrics):
+            if isinstance(resolved[rubric], BaseException):
+                raise UnservableRubric(f"rubrics[{i}]", _unservable(resolved[rubric]))
+        return [resolved[rubric].info() for rubric in rubrics]
+
+    async def _resolve(self, choices: Iterable[Choice]) -> dict[Choice, Scorer | BaseException]:
         """Each choice's scorer: served ones by name, inline rubrics prepared (all at once,
         each only the first time it is seen); a preparation that failed gives its exception."""
         distinct = list(dict.fromkeys(choices))
@@ -78,7 +118,7 @@ class Judge:
         self,
         items: Sequence[JudgeInput | ItemFailure],
         selections: Sequence[Selection],
-        options: ScoreOptions = ScoreOptions(),
+        mode: ReadMode = Logprobs(),
     ) -> list[ItemOutcome]:
         """selections: per item, its scorers and weights (failed items may have none)."""
         outcomes = [ItemOutcome() for _ in items]
@@ -103,7 +143,7 @@ class Judge:
         for scorer, request in waiting:
             requests.setdefault(scorer, []).append(request)
         results = await asyncio.gather(
-            *(scorer.score(batch, options) for scorer, batch in requests.items()), return_exceptions=True
+            *(scorer.score(batch, mode) for scorer, batch in requests.items()), return_exceptions=True
         )
         by_key: dict[tuple[Scorer, Hashable], Score | BaseException] = {}
         for (scorer, batch), scored in zip(requests.items(), results):
@@ -124,7 +164,7 @@ class Judge:
             outcome.scores = [scores[p] for p in sorted(scores)]
             if outcome.failure is None:
                 weights = [weight for _, weight in selections[index]]
-                outcome.reward = weighted_reward([s.score.estimate.reward for s in outcome.scores], weights)
+                outcome.reward = weighted_reward([s.score.reward for s in outcome.scores], weights)
         return outcomes
 
     def _redactor(self, selections: Sequence[Selection]) -> ScoreClaimRedactor | None:
@@ -156,8 +196,22 @@ class Judge:
         return ItemFailure("INTERNAL", f"rubric {scorer!r}: scoring failed: {type(error).__name__}: {error}")
 
 
+def weighted_reward(rewards: Sequence[float], weights: Sequence[float]) -> float:
+    """The item's reward: the weighted mean of its scorers' rewards."""
+    return sum(r * w for r, w in zip(rewards, weights)) / sum(weights)
+
+
+def _unservable(error: BaseException) -> str:
+    """Why a caller's rubric cannot be served: one the judge cannot read is the caller's
+    to fix; anything else is a server failure, raised as such."""
+    if isinstance(error, LabelTokenError | RubricError):
+        return str(error)
+    raise error
+
+
 def _criteria(scorers: Iterable[Scorer]) -> Iterable[str]:
-    return (s.info().criterion for s in scorers if s.blank_score_claims)
+    """The criteria whose claims are blanked: those of the scorers that read a score slot."""
+    return (s.info().details.criterion for s in scorers if s.blank_score_claims)
 
 
 @functools.lru_cache(maxsize=64)

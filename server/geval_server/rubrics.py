@@ -14,7 +14,7 @@ import json
 import pathlib
 from dataclasses import dataclass
 
-from .scoring import Scale
+from .expected_score import Scale
 
 try:
     import tomllib

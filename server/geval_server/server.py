@@ -26,8 +26,9 @@ from .rubrics import Rubric, RubricError, load_rubrics, rubric_files
 from .score_slot import LabelTokenError
 from .scorers.base import Scorer
 from .scorers.geval import GEvalPreparer
-from .scorers.likelihood import LikelihoodScorer, LikelihoodSpec, load_specs
-from .scorers.semscore import SemScorer, SemScoreScorer
+from .scorers.likelihood import LikelihoodScorer
+from .scorers.likelihood_spec import LikelihoodSpec, load_specs
+from .scorers.semscore import EmbeddingModel, SemScoreScorer
 from .service import RewardService
 from .tokenization import JudgeTokenizerError
 from .validation import Limits
@@ -65,10 +66,11 @@ async def start_judge(config: ServeConfig) -> Judge:
     engine = JudgeEngine(model_path, config.engine_args)
     engine.start()
     try:
-        semscorer = SemScorer() if config.semscore else None
         judge = await prepare_judge(
-            engine, tokenization, config.model, list(rubrics.values()), config.low_confidence_below,
-            config.remove_score_claims, semscorer, config.limits.max_inline_rubrics, list(likelihood.values()),
+            engine, tokenization, judge_model=config.model, rubrics=list(rubrics.values()),
+            likelihood=list(likelihood.values()), embedding_model=EmbeddingModel() if config.semscore else None,
+            low_confidence_below=config.low_confidence_below, remove_score_claims=config.remove_score_claims,
+            max_inline_rubrics=config.limits.max_inline_rubrics,
         )
         await probe_judge(judge, config.default_rubric)
     except (LabelTokenError, RubricError, JudgeStartError) as error:
@@ -96,13 +98,14 @@ async def probe_judge(judge: Judge, rubric: str) -> None:
 async def prepare_judge(
     engine: JudgeEngine,
     tokenization: Tokenization,
+    *,
     judge_model: str,
-    rubrics: list[Rubric],
-    low_confidence_below: float,
-    remove_score_claims: bool,
-    semscorer: SemScorer | None = None,
-    max_inline_rubrics: int = Limits.max_inline_rubrics,
+    rubrics: Sequence[Rubric],
     likelihood: Sequence[LikelihoodSpec] = (),
+    embedding_model: EmbeddingModel | None = None,
+    low_confidence_below: float = ServeConfig.low_confidence_below,
+    remove_score_claims: bool = ServeConfig.remove_score_claims,
+    max_inline_rubrics: int = Limits.max_inline_rubrics,
 ) -> Judge:
     """The judge over a started engine: a G-Eval scorer per rubric, a likelihood scorer per
     spec, SemScore beside them when its model is given, callers' rubrics prepared as they
@@ -114,10 +117,10 @@ async def prepare_judge(
     scorers: dict[str, Scorer] = {scorer.name: scorer for scorer in served}
     for spec in likelihood:
         scorers[spec.name] = LikelihoodScorer(spec, engine, tokenization, judge_model)
-    if semscorer is not None:
-        semscore = SemScoreScorer(semscorer)
+    if embedding_model is not None:
+        semscore = SemScoreScorer(embedding_model)
         scorers[semscore.name] = semscore
-        log.info("serving SemScore as rubric %r (%s)", semscore.name, semscorer.description)
+        log.info("serving SemScore as rubric %r (%s)", semscore.name, embedding_model.description)
     inline = InlineRubrics(preparer.scorer, max_inline_rubrics)
     return Judge(engine, scorers, judge_model, inline, remove_score_claims)
 

@@ -1,21 +1,24 @@
-"""The RewardService servicer: validates, scores with the judge, answers in protos."""
+"""The RewardService servicer: checks a request (validation), has the judge score it,
+answers in protos. Each call is logged once, by calls.CallInterceptor."""
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import json
 import logging
-import time
 import uuid
 
 import grpc
 from geval_client.pb import reward_pb2, reward_pb2_grpc
 
 from . import __version__, metrics
-from .judge import ItemOutcome, ItemScore, Judge
-from .scorers.base import Kind, Mode
-from .validation import Limits, RequestError, inline_rubrics, scorer_selections, unservable_rubrics, validate
+from .calls import call_record
+from .judge import ItemOutcome, ItemScore, Judge, UnservableRubric
+from .scorers.base import Kind, ScorerInfo
+from .scorers.geval import GEvalDetails, GEvalScore
+from .scorers.likelihood import LikelihoodDetails, LikelihoodScore
+from .scorers.read_mode import Logprobs, Reasoning, Sampling
+from .scorers.semscore import SemScoreDetails, SemScoreResult
+from .validation import Limits, RequestError, inline_rubrics, validate
 
 log = logging.getLogger(__name__)
 
@@ -23,9 +26,9 @@ ENGINE_DOWN = "the judge engine is down; the server is restarting, retry"
 RETRY_PUSHBACK_MS = 1000
 
 _MODES = {
-    Mode.LOGPROBS: reward_pb2.SCORING_MODE_LOGPROBS,
-    Mode.SAMPLING: reward_pb2.SCORING_MODE_SAMPLING,
-    Mode.REASONING: reward_pb2.SCORING_MODE_REASONING,
+    Logprobs: reward_pb2.SCORING_MODE_LOGPROBS,
+    Sampling: reward_pb2.SCORING_MODE_SAMPLING,
+    Reasoning: reward_pb2.SCORING_MODE_REASONING,
 }
 _KINDS = {Kind.GEVAL: reward_pb2.SCORER_KIND_GEVAL, Kind.SEMSCORE: reward_pb2.SCORER_KIND_SEMSCORE,
           Kind.LIKELIHOOD: reward_pb2.SCORER_KIND_LIKELIHOOD}
@@ -50,31 +53,24 @@ class RewardService(reward_pb2_grpc.RewardServiceServicer):
         self._pending_items = 0
 
     async def Score(self, request: reward_pb2.ScoreRequest, context) -> reward_pb2.ScoreResponse:
-        call = {"call_id": uuid.uuid4().hex[:12], "peer": context.peer(), "items": len(request.items)}
-        started = time.perf_counter()
-        code = grpc.StatusCode.OK
+        record = call_record()
+        record.update(call_id=uuid.uuid4().hex[:12], items=len(request.items))
         try:
-            return await self._score(request, call)
+            return await self._score(request, record)
         except _Refused as refused:
-            code = refused.code
-            call["error"] = refused.message
+            code, message = refused.code, refused.message
         except asyncio.CancelledError:
-            code = grpc.StatusCode.CANCELLED  # client cancelled or deadline passed: engine requests aborted
-            raise
+            raise  # client cancelled or deadline passed: engine requests aborted
         except Exception as error:  # a bug: answered and logged as what it is, never as OK
-            code = grpc.StatusCode.INTERNAL
-            call["error"] = f"internal error: {type(error).__name__}: {error}"
-            log.exception("Score call %s failed", call["call_id"])
-        finally:
-            seconds = time.perf_counter() - started
-            log.info(json.dumps({"event": "score", **call, "code": code.name, "seconds": round(seconds, 4)}))
+            code, message = grpc.StatusCode.INTERNAL, f"internal error: {type(error).__name__}: {error}"
+            log.exception("Score call %s failed", record["call_id"])
         # grpc-retry-pushback-ms: the standard hint for when a retry may succeed
         pushback = (("grpc-retry-pushback-ms", str(RETRY_PUSHBACK_MS)),)
         await context.abort(
-            code, call["error"], trailing_metadata=pushback if code is grpc.StatusCode.RESOURCE_EXHAUSTED else ()
+            code, message, trailing_metadata=pushback if code is grpc.StatusCode.RESOURCE_EXHAUSTED else ()
         )
 
-    async def _score(self, request: reward_pb2.ScoreRequest, call: dict) -> reward_pb2.ScoreResponse:
+    async def _score(self, request: reward_pb2.ScoreRequest, record: dict) -> reward_pb2.ScoreResponse:
         if not self._judge.engine.is_running:
             raise _Refused(grpc.StatusCode.UNAVAILABLE, ENGINE_DOWN)
         try:
@@ -88,23 +84,20 @@ class RewardService(reward_pb2_grpc.RewardServiceServicer):
                 f"server busy: {self._pending_items} items pending, a queue limit of "
                 f"{self._max_pending_items} (--max-pending-items); retry in {RETRY_PUSHBACK_MS} ms",
             )
-        call["rubrics"] = [getattr(choice, "name", choice) for choice, _ in valid.selection]
+        record["rubrics"] = [getattr(choice, "name", choice) for choice, _ in valid.selection]
         self._pending_items += n_items
         metrics.PENDING_ITEMS.set(self._pending_items)
         try:
-            resolved = await self._judge.resolve(valid.choices)
-            try:
-                selections = scorer_selections(valid, resolved)
-            except RequestError as error:
-                raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from error
-            outcomes = await self._judge.score(valid.items, selections, valid.options)
+            outcomes = await self._judge.score_request(valid)
+        except UnservableRubric as error:
+            raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from error
         finally:
             self._pending_items -= n_items
             metrics.PENDING_ITEMS.set(self._pending_items)
         if not self._judge.engine.is_running:
             raise _Refused(grpc.StatusCode.UNAVAILABLE, ENGINE_DOWN)
-        call["failed"] = sum(1 for outcome in outcomes if outcome.failure)
-        _record(outcomes)
+        record["failed"] = sum(1 for outcome in outcomes if outcome.failure)
+        _count(outcomes)
         results = [_result(item_id, outcome) for item_id, outcome in zip(valid.ids, outcomes)]
         return reward_pb2.ScoreResponse(results=results, judge_model=self._judge.judge_model)
 
@@ -112,18 +105,16 @@ class RewardService(reward_pb2_grpc.RewardServiceServicer):
         self, request: reward_pb2.PrepareRubricsRequest, context
     ) -> reward_pb2.PrepareRubricsResponse:
         try:
-            rubrics = inline_rubrics(request.rubrics, self._limits)
-            resolved = await self._judge.resolve(rubrics)
-            unservable_rubrics(rubrics, resolved)
-        except RequestError as error:
+            infos = await self._judge.prepare(inline_rubrics(request.rubrics, self._limits))
+        except (RequestError, UnservableRubric) as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
-        return reward_pb2.PrepareRubricsResponse(rubrics=[_rubric_info(resolved[r].info()) for r in rubrics])
+        return reward_pb2.PrepareRubricsResponse(rubrics=[rubric_info(info) for info in infos])
 
     async def GetInfo(self, request: reward_pb2.GetInfoRequest, context) -> reward_pb2.GetInfoResponse:
         return reward_pb2.GetInfoResponse(
             judge_model=self._judge.judge_model,
             engine_settings=self._engine_settings,
-            rubrics=[_rubric_info(scorer.info()) for scorer in self._judge.scorers.values()],
+            rubrics=[rubric_info(scorer.info()) for scorer in self._judge.scorers.values()],
             default_rubric=self._default_rubric,
             low_confidence_threshold=self._low_confidence_below,
             server_version=__version__,
@@ -138,17 +129,19 @@ class _Refused(Exception):
         self.code, self.message = code, message
 
 
-def _record(outcomes: list[ItemOutcome]) -> None:
+def _count(outcomes: list[ItemOutcome]) -> None:
     for outcome in outcomes:
         metrics.ITEMS.labels(outcome.failure.code if outcome.failure else "OK").inc()
         metrics.SCORE_CLAIMS_REMOVED.inc(outcome.score_claims_removed)
         for item_score in outcome.scores:
-            metrics.LABEL_MASS.labels(item_score.scorer.name).observe(item_score.score.estimate.label_mass)
+            if isinstance(item_score.score, GEvalScore):
+                metrics.LABEL_MASS.labels(item_score.scorer.name).observe(item_score.score.estimate.label_mass)
 
 
 def _result(item_id: str, outcome: ItemOutcome) -> reward_pb2.ItemResult:
     result = reward_pb2.ItemResult(
-        id=item_id, scores=[_score(s) for s in outcome.scores], score_claims_removed=outcome.score_claims_removed
+        id=item_id, scores=[rubric_score(s) for s in outcome.scores],
+        score_claims_removed=outcome.score_claims_removed,
     )
     if outcome.failure is None:
         result.reward = outcome.reward
@@ -163,30 +156,53 @@ def _result(item_id: str, outcome: ItemOutcome) -> reward_pb2.ItemResult:
     return result
 
 
-def _score(item_score: ItemScore) -> reward_pb2.RubricScore:
+def rubric_score(item_score: ItemScore) -> reward_pb2.RubricScore:
+    """One scorer's result on the wire: the reward and that scorer's own measurements."""
     scorer, score = item_score.scorer, item_score.score
-    estimate = score.estimate
-    return reward_pb2.RubricScore(
-        rubric=scorer.name,
-        expected_score=estimate.expected_score,
-        reward=estimate.reward,
-        distribution=[
-            reward_pb2.LabelProbability(label=label, value=float(label), probability=p)
-            for label, p in estimate.distribution.items()
-        ],
-        label_mass=estimate.label_mass,
-        low_confidence=estimate.low_confidence,
-        top_label=estimate.top_label,
-        mode=_MODES.get(score.mode, reward_pb2.SCORING_MODE_UNSPECIFIED),
-        kind=_KINDS[scorer.kind],
-        content_hash=scorer.content_hash,
-        mean_logprob=score.mean_logprob,
-        tokens_read=score.tokens_read,
-        rationale=score.rationale,
+    wire = reward_pb2.RubricScore(rubric=scorer.name, reward=score.reward, content_hash=scorer.content_hash)
+    if isinstance(score, GEvalScore):
+        estimate = score.estimate
+        wire.geval.CopyFrom(reward_pb2.GEvalResult(
+            expected_score=estimate.expected_score,
+            distribution=[reward_pb2.LabelProbability(label=label, value=float(label), probability=p)
+                          for label, p in estimate.distribution.items()],
+            label_mass=estimate.label_mass, low_confidence=estimate.low_confidence, top_label=estimate.top_label,
+            mode=_MODES[type(score.mode)], rationale=score.rationale,
+        ))
+    elif isinstance(score, SemScoreResult):
+        wire.semscore.cosine = score.cosine
+    elif isinstance(score, LikelihoodScore):
+        wire.likelihood.CopyFrom(reward_pb2.LikelihoodResult(
+            mean_logprob=score.mean_logprob, tokens_read=score.tokens_read, score=score.score, guard=score.guard,
+        ))
+    else:
+        raise TypeError(f"no wire form for {type(score).__name__}")
+    return wire
+
+
+def rubric_info(info: ScorerInfo) -> reward_pb2.RubricInfo:
+    """A scorer's description on the wire, its own details in the message of its kind."""
+    wire = reward_pb2.RubricInfo(
+        name=info.name, kind=_KINDS[info.kind], min_score=info.min_score, max_score=info.max_score,
+        higher_is_better=info.higher_is_better, uses_reference=info.uses_reference, content_hash=info.content_hash,
     )
-
-
-def _rubric_info(info) -> reward_pb2.RubricInfo:
-    fields = dataclasses.asdict(info)
-    fields["kind"] = _KINDS[info.kind]
-    return reward_pb2.RubricInfo(**fields)
+    details = info.details
+    if isinstance(details, GEvalDetails):
+        wire.geval.CopyFrom(reward_pb2.GEvalRubric(
+            criterion=details.criterion, task_introduction=details.task_introduction,
+            evaluation_criteria=details.evaluation_criteria, evaluation_steps=details.evaluation_steps or "",
+            steps_generated=details.steps_generated, labels=details.labels,
+        ))
+    elif isinstance(details, SemScoreDetails):
+        wire.semscore.CopyFrom(reward_pb2.SemScoreInfo(
+            embedding_model=details.embedding_model, description=details.description
+        ))
+    elif isinstance(details, LikelihoodDetails):
+        wire.likelihood.CopyFrom(reward_pb2.LikelihoodInfo(
+            criterion=details.criterion, instruction=details.instruction, direction=details.direction,
+            baseline=details.baseline, max_copy_rate=details.max_copy_rate,
+            max_repetition_rate=details.max_repetition_rate, description=details.description,
+        ))
+    else:
+        raise TypeError(f"no wire form for {type(details).__name__}")
+    return wire

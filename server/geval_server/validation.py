@@ -1,9 +1,10 @@
-"""Turns a ScoreRequest into judge inputs, checking every field.
+"""Turns a ScoreRequest into judge inputs, checking every field, without the engine.
 
 Request-wide problems (no items, unknown rubric, a bad inline rubric, bad
 weights or sampling options) raise RequestError and fail the call with
 INVALID_ARGUMENT. A problem with one item, its own rubrics included, becomes
-that item's ItemFailure; the rest are scored.
+that item's ItemFailure; the rest are scored. Whether the judge can read a
+caller's rubric is the judge's to say (judge.UnservableRubric).
 """
 
 from __future__ import annotations
@@ -14,11 +15,10 @@ from dataclasses import dataclass
 
 from geval_client.pb import reward_pb2
 
-from .judge import Choice, Selection
 from .prompts import ROLE_LABELS, JudgeInput, render_chat
 from .rubrics import Rubric, RubricError, rubric_from_dict
-from .score_slot import LabelTokenError
-from .scorers.base import ItemFailure, Mode, Reasoning, Sampling, ScoreOptions, Scorer
+from .scorers.base import ItemFailure
+from .scorers.read_mode import Logprobs, ReadMode, Reasoning, Sampling
 
 CHAT_ROLES = tuple(ROLE_LABELS)
 MAX_SAMPLES = 64
@@ -26,6 +26,7 @@ MAX_TEMPERATURE = 2.0
 MAX_REASONING_TOKENS = 4096
 ECHO_CHARS = 64  # a caller's string quoted in an error is cut to this: errors travel in gRPC metadata
 
+Choice = str | Rubric  # a served scorer's name, or a rubric sent with the request
 ChoiceSelection = list[tuple[Choice, float]]
 
 
@@ -50,7 +51,7 @@ class ValidRequest:
     ids: list[str]
     selection: ChoiceSelection  # the request's rubrics
     item_selections: list[ChoiceSelection | None]  # an item's own rubrics, where it sent any
-    options: ScoreOptions
+    mode: ReadMode
 
     @property
     def choices(self) -> list[Choice]:
@@ -74,7 +75,7 @@ def validate(
             "(--max-items-per-request); split the batch",
         )
     selection = _selection(request.rubrics, "rubrics", needs_reference, limits) or [(default_rubric, 1.0)]
-    options = _options(request)
+    mode = _mode(request)
     items: list[JudgeInput | ItemFailure] = []
     item_selections: list[ChoiceSelection | None] = []
     for i, item in enumerate(request.items):
@@ -96,25 +97,7 @@ def validate(
             f"{limits.max_inline_rubrics} (--max-inline-rubrics); split the batch",
         )
     ids = [item.id or str(i) for i, item in enumerate(request.items)]
-    return ValidRequest(items, ids, selection, item_selections, options)
-
-
-def scorer_selections(valid: ValidRequest, resolved: Mapping[Choice, Scorer | BaseException]) -> list[Selection]:
-    """Each item's scorers, once the judge has resolved every choice. A request rubric that
-    cannot be served fails the call; an item's own one fails that item."""
-    for i, (choice, _) in enumerate(valid.selection):
-        if isinstance(resolved[choice], BaseException):
-            raise RequestError(f"rubrics[{i}].spec", _unservable(resolved[choice]))
-    selections: list[Selection] = []
-    for index, own in enumerate(valid.item_selections):
-        chosen = own or valid.selection
-        failed = [(j, resolved[c]) for j, (c, _) in enumerate(chosen) if isinstance(resolved[c], BaseException)]
-        if failed and not isinstance(valid.items[index], ItemFailure):
-            j, error = failed[0]
-            field = f"items[{index}].rubrics[{j}].spec"
-            valid.items[index] = ItemFailure("INVALID_ARGUMENT", f"{field}: {_unservable(error)}", field)
-        selections.append([] if failed else [(resolved[c], weight) for c, weight in chosen])
-    return selections
+    return ValidRequest(items, ids, selection, item_selections, mode)
 
 
 def inline_rubrics(specs: Sequence[reward_pb2.RubricSpec], limits: Limits) -> list[Rubric]:
@@ -126,22 +109,6 @@ def inline_rubrics(specs: Sequence[reward_pb2.RubricSpec], limits: Limits) -> li
             "rubrics", f"{len(specs)} rubrics exceed the limit of {limits.max_inline_rubrics} (--max-inline-rubrics)"
         )
     return [_inline_rubric(spec, f"rubrics[{i}]", limits) for i, spec in enumerate(specs)]
-
-
-def unservable_rubrics(rubrics: Sequence[Rubric], resolved: Mapping[Choice, Scorer | BaseException]) -> None:
-    """Raises RequestError for the first rubric of a PrepareRubrics call the judge cannot serve."""
-    for i, rubric in enumerate(rubrics):
-        if isinstance(resolved[rubric], BaseException):
-            raise RequestError(f"rubrics[{i}]", _unservable(resolved[rubric]))
-
-
-def _unservable(error: BaseException) -> str:
-    """Why an inline rubric cannot be served: one the judge cannot read (a label it cannot
-    spell, a control token of the judge in its text) is the caller's to fix; anything else
-    is a server failure, raised as such."""
-    if isinstance(error, LabelTokenError | RubricError):
-        return str(error)
-    raise error
 
 
 def _name(choice: Choice) -> str:
@@ -203,22 +170,14 @@ def _inline_rubric(spec: reward_pb2.RubricSpec, field: str, limits: Limits) -> R
         raise RequestError(where, str(error).removeprefix(f"{field}: ")) from None
 
 
-_MODES = {
-    reward_pb2.SCORING_MODE_UNSPECIFIED: Mode.LOGPROBS,
-    reward_pb2.SCORING_MODE_LOGPROBS: Mode.LOGPROBS,
-    reward_pb2.SCORING_MODE_SAMPLING: Mode.SAMPLING,
-    reward_pb2.SCORING_MODE_REASONING: Mode.REASONING,
-}
-
-
-def _options(request: reward_pb2.ScoreRequest) -> ScoreOptions:
-    if request.mode not in _MODES:
-        raise RequestError("mode", f"unknown scoring mode {request.mode}; known: {sorted(_MODES)}")
-    mode = _MODES[request.mode]
-    if mode is Mode.REASONING:
-        return ScoreOptions(mode, reasoning=_reasoning(request.reasoning))
-    if mode is not Mode.SAMPLING:
-        return ScoreOptions(mode)
+def _mode(request: reward_pb2.ScoreRequest) -> ReadMode:
+    if request.mode in (reward_pb2.SCORING_MODE_UNSPECIFIED, reward_pb2.SCORING_MODE_LOGPROBS):
+        return Logprobs()
+    if request.mode == reward_pb2.SCORING_MODE_REASONING:
+        return _reasoning(request.reasoning)
+    if request.mode != reward_pb2.SCORING_MODE_SAMPLING:
+        known = sorted(reward_pb2.ScoringMode.values())
+        raise RequestError("mode", f"unknown scoring mode {request.mode}; known: {known}")
     options = request.sampling
     n = options.n or Sampling.n
     if n > MAX_SAMPLES:
@@ -228,7 +187,7 @@ def _options(request: reward_pb2.ScoreRequest) -> ScoreOptions:
         raise RequestError(
             "sampling.temperature", f"must be in (0, {MAX_TEMPERATURE}], got {temperature}"
         )
-    return ScoreOptions(mode, Sampling(n=n, temperature=temperature))
+    return Sampling(n=n, temperature=temperature)
 
 
 def _reasoning(options: reward_pb2.ReasoningOptions) -> Reasoning:

@@ -78,7 +78,7 @@ def _transformers_scores(checkpoint, rubric: dict):
     with the server's prompt and label plan: (content hash, [(label distribution, label mass)])."""
     import torch
     from geval_server.scorers.geval import prepare_rubric
-    from geval_server.scoring import estimate
+    from geval_server.expected_score import estimate
 
     tokenization, vocabulary, model = _in_transformers(checkpoint)
     parsed = rubric_from_dict(rubric, "test")

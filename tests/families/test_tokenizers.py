@@ -14,7 +14,7 @@ from geval_server.prompts import JudgeInput, PromptBuilder, form_text, framing_t
 from geval_server.rubrics import load_rubrics
 from geval_server.score_slot import LabelVocabulary, find_score_slot
 from geval_server.scorers.geval import prepare_rubric
-from geval_server.scoring import Scale
+from geval_server.expected_score import Scale
 from geval_server.tokenization import Tokenization
 
 from tests.families.assets import FAMILIES, load_tokenizer

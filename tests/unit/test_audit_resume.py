@@ -9,7 +9,7 @@ import pytest
 from geval_audit.checks import run_checks
 from geval_audit.inputs import AuditRow
 from geval_audit.report import RunContext, build_sections, to_html, to_markdown
-from geval_audit.scoring import SEMSCORE, ScoringOptions, ServerUnavailable, score_rows
+from geval_audit.row_scoring import SEMSCORE, ScoringOptions, ServerUnavailable, score_rows
 from geval_audit.store import ItemStore, OutputMismatch
 from geval_client.pb import reward_pb2
 
@@ -151,7 +151,7 @@ def test_report_names_the_semscore_model_and_embeds_plots(tmp_path):
 
 
 def test_without_a_terminal_progress_goes_to_stderr_as_plain_lines(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("geval_audit.scoring.PROGRESS_EVERY_S", 0.0)
+    monkeypatch.setattr("geval_audit.row_scoring.PROGRESS_EVERY_S", 0.0)
     score_rows(_rows(5), LengthRewardClient(), ItemStore(tmp_path / "out"), OPTIONS)
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("audit: ")]
     assert lines[-1].startswith("audit: 5/5 rows scored in ")

@@ -11,7 +11,7 @@ from geval_server.prompts import JudgeInput, Tokenization
 from geval_server.rubrics import Rubric, rubric_from_dict
 from geval_server.scorers.base import ScoreOptions
 from geval_server.scorers.geval import GEvalPreparer
-from geval_server.scoring import Scale
+from geval_server.expected_score import Scale
 
 from tests.unit.fakes import SpaceDigitTokenizer, fake_judge
 

@@ -13,7 +13,7 @@ from concurrent import futures
 import grpc
 import pytest
 from geval_client import openrlhf, verl
-from geval_client.failures import ItemNotScored
+from geval_client.errors import ItemNotScored
 from geval_client.pb import reward_pb2, reward_pb2_grpc
 from geval_client.sample_rewards import SampleScorer, rubrics_from_text
 

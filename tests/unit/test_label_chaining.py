@@ -6,7 +6,7 @@ import math
 
 import pytest
 from geval_server.score_slot import LabelTokenError, LabelVocabulary, SlotRead, find_score_slot, plan_label_reads
-from geval_server.scoring import Scale
+from geval_server.expected_score import Scale
 from geval_server.tokenization import Tokenization
 
 from tests.unit.fakes import SpaceDigitTokenizer

@@ -7,7 +7,7 @@ from geval_server.prompts import JudgeInput, Tokenization, form_text, framing_te
 from geval_server.rubrics import load_rubrics
 from geval_server.score_slot import LabelVocabulary, find_score_slot
 from geval_server.scorers.geval import prepare_rubric
-from geval_server.scoring import Scale
+from geval_server.expected_score import Scale
 
 from tests.unit.fakes import SpaceDigitTokenizer
 

@@ -10,7 +10,7 @@ from geval_server.prompts import JudgeInput
 from geval_server.rubrics import DEFAULT_RUBRIC, load_rubrics
 from geval_server.score_slot import plan_label_reads
 from geval_server.scorers.base import ItemFailure
-from geval_server.scoring import (
+from geval_server.expected_score import (
     NoLabelMass,
     Scale,
     estimate,

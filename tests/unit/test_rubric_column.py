@@ -14,7 +14,7 @@ import datasets
 import grpc
 import pytest
 from geval_client import GEvalReward, openrlhf, verl
-from geval_client.failures import ItemNotScored
+from geval_client.errors import ItemNotScored
 from geval_client.pb import reward_pb2, reward_pb2_grpc
 
 CLARITY = {

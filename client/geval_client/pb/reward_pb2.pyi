@@ -157,34 +157,56 @@ class LabelProbability(_message.Message):
     def __init__(self, label: _Optional[str] = ..., value: _Optional[float] = ..., probability: _Optional[float] = ...) -> None: ...
 
 class RubricScore(_message.Message):
-    __slots__ = ("rubric", "expected_score", "reward", "distribution", "label_mass", "low_confidence", "top_label", "mode", "kind", "content_hash", "rationale", "mean_logprob", "tokens_read")
+    __slots__ = ("rubric", "reward", "content_hash", "geval", "semscore", "likelihood")
     RUBRIC_FIELD_NUMBER: _ClassVar[int]
-    EXPECTED_SCORE_FIELD_NUMBER: _ClassVar[int]
     REWARD_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
+    GEVAL_FIELD_NUMBER: _ClassVar[int]
+    SEMSCORE_FIELD_NUMBER: _ClassVar[int]
+    LIKELIHOOD_FIELD_NUMBER: _ClassVar[int]
+    rubric: str
+    reward: float
+    content_hash: str
+    geval: GEvalResult
+    semscore: SemScoreResult
+    likelihood: LikelihoodResult
+    def __init__(self, rubric: _Optional[str] = ..., reward: _Optional[float] = ..., content_hash: _Optional[str] = ..., geval: _Optional[_Union[GEvalResult, _Mapping]] = ..., semscore: _Optional[_Union[SemScoreResult, _Mapping]] = ..., likelihood: _Optional[_Union[LikelihoodResult, _Mapping]] = ...) -> None: ...
+
+class GEvalResult(_message.Message):
+    __slots__ = ("expected_score", "distribution", "label_mass", "low_confidence", "top_label", "mode", "rationale")
+    EXPECTED_SCORE_FIELD_NUMBER: _ClassVar[int]
     DISTRIBUTION_FIELD_NUMBER: _ClassVar[int]
     LABEL_MASS_FIELD_NUMBER: _ClassVar[int]
     LOW_CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
     TOP_LABEL_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
-    KIND_FIELD_NUMBER: _ClassVar[int]
-    CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
     RATIONALE_FIELD_NUMBER: _ClassVar[int]
-    MEAN_LOGPROB_FIELD_NUMBER: _ClassVar[int]
-    TOKENS_READ_FIELD_NUMBER: _ClassVar[int]
-    rubric: str
     expected_score: float
-    reward: float
     distribution: _containers.RepeatedCompositeFieldContainer[LabelProbability]
     label_mass: float
     low_confidence: bool
     top_label: str
     mode: ScoringMode
-    kind: ScorerKind
-    content_hash: str
     rationale: str
+    def __init__(self, expected_score: _Optional[float] = ..., distribution: _Optional[_Iterable[_Union[LabelProbability, _Mapping]]] = ..., label_mass: _Optional[float] = ..., low_confidence: _Optional[bool] = ..., top_label: _Optional[str] = ..., mode: _Optional[_Union[ScoringMode, str]] = ..., rationale: _Optional[str] = ...) -> None: ...
+
+class SemScoreResult(_message.Message):
+    __slots__ = ("cosine",)
+    COSINE_FIELD_NUMBER: _ClassVar[int]
+    cosine: float
+    def __init__(self, cosine: _Optional[float] = ...) -> None: ...
+
+class LikelihoodResult(_message.Message):
+    __slots__ = ("mean_logprob", "tokens_read", "score", "guard")
+    MEAN_LOGPROB_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_READ_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    GUARD_FIELD_NUMBER: _ClassVar[int]
     mean_logprob: float
     tokens_read: int
-    def __init__(self, rubric: _Optional[str] = ..., expected_score: _Optional[float] = ..., reward: _Optional[float] = ..., distribution: _Optional[_Iterable[_Union[LabelProbability, _Mapping]]] = ..., label_mass: _Optional[float] = ..., low_confidence: _Optional[bool] = ..., top_label: _Optional[str] = ..., mode: _Optional[_Union[ScoringMode, str]] = ..., kind: _Optional[_Union[ScorerKind, str]] = ..., content_hash: _Optional[str] = ..., rationale: _Optional[str] = ..., mean_logprob: _Optional[float] = ..., tokens_read: _Optional[int] = ...) -> None: ...
+    score: float
+    guard: float
+    def __init__(self, mean_logprob: _Optional[float] = ..., tokens_read: _Optional[int] = ..., score: _Optional[float] = ..., guard: _Optional[float] = ...) -> None: ...
 
 class ItemError(_message.Message):
     __slots__ = ("code", "message", "field")
@@ -235,34 +257,70 @@ class GetInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class RubricInfo(_message.Message):
-    __slots__ = ("name", "criterion", "task_introduction", "evaluation_criteria", "evaluation_steps", "steps_generated", "labels", "min_score", "max_score", "higher_is_better", "uses_reference", "content_hash", "kind")
+    __slots__ = ("name", "kind", "min_score", "max_score", "higher_is_better", "uses_reference", "content_hash", "geval", "semscore", "likelihood")
     NAME_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    MIN_SCORE_FIELD_NUMBER: _ClassVar[int]
+    MAX_SCORE_FIELD_NUMBER: _ClassVar[int]
+    HIGHER_IS_BETTER_FIELD_NUMBER: _ClassVar[int]
+    USES_REFERENCE_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
+    GEVAL_FIELD_NUMBER: _ClassVar[int]
+    SEMSCORE_FIELD_NUMBER: _ClassVar[int]
+    LIKELIHOOD_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    kind: ScorerKind
+    min_score: float
+    max_score: float
+    higher_is_better: bool
+    uses_reference: bool
+    content_hash: str
+    geval: GEvalRubric
+    semscore: SemScoreInfo
+    likelihood: LikelihoodInfo
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[ScorerKind, str]] = ..., min_score: _Optional[float] = ..., max_score: _Optional[float] = ..., higher_is_better: _Optional[bool] = ..., uses_reference: _Optional[bool] = ..., content_hash: _Optional[str] = ..., geval: _Optional[_Union[GEvalRubric, _Mapping]] = ..., semscore: _Optional[_Union[SemScoreInfo, _Mapping]] = ..., likelihood: _Optional[_Union[LikelihoodInfo, _Mapping]] = ...) -> None: ...
+
+class GEvalRubric(_message.Message):
+    __slots__ = ("criterion", "task_introduction", "evaluation_criteria", "evaluation_steps", "steps_generated", "labels")
     CRITERION_FIELD_NUMBER: _ClassVar[int]
     TASK_INTRODUCTION_FIELD_NUMBER: _ClassVar[int]
     EVALUATION_CRITERIA_FIELD_NUMBER: _ClassVar[int]
     EVALUATION_STEPS_FIELD_NUMBER: _ClassVar[int]
     STEPS_GENERATED_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
-    MIN_SCORE_FIELD_NUMBER: _ClassVar[int]
-    MAX_SCORE_FIELD_NUMBER: _ClassVar[int]
-    HIGHER_IS_BETTER_FIELD_NUMBER: _ClassVar[int]
-    USES_REFERENCE_FIELD_NUMBER: _ClassVar[int]
-    CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
-    KIND_FIELD_NUMBER: _ClassVar[int]
-    name: str
     criterion: str
     task_introduction: str
     evaluation_criteria: str
     evaluation_steps: str
     steps_generated: bool
     labels: _containers.RepeatedScalarFieldContainer[str]
-    min_score: float
-    max_score: float
-    higher_is_better: bool
-    uses_reference: bool
-    content_hash: str
-    kind: ScorerKind
-    def __init__(self, name: _Optional[str] = ..., criterion: _Optional[str] = ..., task_introduction: _Optional[str] = ..., evaluation_criteria: _Optional[str] = ..., evaluation_steps: _Optional[str] = ..., steps_generated: _Optional[bool] = ..., labels: _Optional[_Iterable[str]] = ..., min_score: _Optional[float] = ..., max_score: _Optional[float] = ..., higher_is_better: _Optional[bool] = ..., uses_reference: _Optional[bool] = ..., content_hash: _Optional[str] = ..., kind: _Optional[_Union[ScorerKind, str]] = ...) -> None: ...
+    def __init__(self, criterion: _Optional[str] = ..., task_introduction: _Optional[str] = ..., evaluation_criteria: _Optional[str] = ..., evaluation_steps: _Optional[str] = ..., steps_generated: _Optional[bool] = ..., labels: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SemScoreInfo(_message.Message):
+    __slots__ = ("embedding_model", "description")
+    EMBEDDING_MODEL_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    embedding_model: str
+    description: str
+    def __init__(self, embedding_model: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
+
+class LikelihoodInfo(_message.Message):
+    __slots__ = ("criterion", "instruction", "direction", "baseline", "max_copy_rate", "max_repetition_rate", "description")
+    CRITERION_FIELD_NUMBER: _ClassVar[int]
+    INSTRUCTION_FIELD_NUMBER: _ClassVar[int]
+    DIRECTION_FIELD_NUMBER: _ClassVar[int]
+    BASELINE_FIELD_NUMBER: _ClassVar[int]
+    MAX_COPY_RATE_FIELD_NUMBER: _ClassVar[int]
+    MAX_REPETITION_RATE_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    criterion: str
+    instruction: str
+    direction: str
+    baseline: str
+    max_copy_rate: float
+    max_repetition_rate: float
+    description: str
+    def __init__(self, criterion: _Optional[str] = ..., instruction: _Optional[str] = ..., direction: _Optional[str] = ..., baseline: _Optional[str] = ..., max_copy_rate: _Optional[float] = ..., max_repetition_rate: _Optional[float] = ..., description: _Optional[str] = ...) -> None: ...
 
 class GetInfoResponse(_message.Message):
     __slots__ = ("judge_model", "engine_settings", "rubrics", "default_rubric", "low_confidence_threshold", "server_version")

@@ -3,7 +3,9 @@
 A scorer is served under a name and chosen like a rubric. The judge turns each
 (item, scorer) into a request with `Scorer.request`, scores each distinct request
 once with `Scorer.score` (all of a scorer's requests in one call, so it can batch
-them), and aggregates; it never needs to know which scorer is which.
+them), and aggregates the rewards; it never needs to know which scorer is which.
+Each scorer returns its own result type holding what it measured, and describes
+itself with its own details in ScorerInfo.
 """
 
 from __future__ import annotations
@@ -11,46 +13,16 @@ from __future__ import annotations
 import enum
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..prompts import JudgeInput
-from ..reasoning import REASONING_TOKENS
-from ..scoring import ScoreEstimate
+from .read_mode import ReadMode
 
 
 class Kind(enum.Enum):
     GEVAL = "geval"  # the judge's probabilities of the score labels at the score slot
     SEMSCORE = "semscore"  # cosine of sentence embeddings of completion and reference
     LIKELIHOOD = "likelihood"  # the judge's mean token log-probability of the completion (GPTScore)
-
-
-class Mode(enum.Enum):
-    """How a G-Eval scorer reads the score slot."""
-
-    LOGPROBS = "logprobs"
-    SAMPLING = "sampling"
-    REASONING = "reasoning"  # the judge writes its evaluation, then the slot is read after it
-
-
-@dataclass(frozen=True)
-class Sampling:
-    n: int = 20
-    temperature: float = 1.0
-
-
-@dataclass(frozen=True)
-class Reasoning:
-    max_tokens: int = REASONING_TOKENS
-    temperature: float = 0.0  # greedy
-
-
-@dataclass(frozen=True)
-class ScoreOptions:
-    """Per call; scorers that read no score slot ignore them."""
-
-    mode: Mode = Mode.LOGPROBS
-    sampling: Sampling = Sampling()
-    reasoning: Reasoning = Reasoning()
 
 
 class ItemFailure(Exception):
@@ -62,35 +34,27 @@ class ItemFailure(Exception):
         self.code, self.message, self.field = code, message, field
 
 
-@dataclass(frozen=True)
-class Score:
-    """One scorer's verdict on one request."""
+class Score(Protocol):
+    """One scorer's verdict on one request: its reward in [0, 1] and whatever it measured."""
 
-    estimate: ScoreEstimate
-    mode: Mode | None = None  # how a score slot was read; None for scorers without one
-    rationale: str = ""  # reasoning mode: the judge's evaluation before the slot
-    # Likelihood scorers: mean log-probability of the tokens read, and how many; 0 for others.
-    mean_logprob: float = 0.0
-    tokens_read: int = 0
+    @property
+    def reward(self) -> float: ...
 
 
 @dataclass(frozen=True)
 class ScorerInfo:
-    """What GetInfo tells about a scorer, so a reward can be traced to what produced it."""
+    """What GetInfo tells about a scorer, so a reward can be traced to what produced it.
+    min_score, max_score and higher_is_better describe the value the scorer measures;
+    details are the scorer's own description (a G-Eval rubric, a likelihood spec, ...)."""
 
     name: str
     kind: Kind
-    criterion: str
-    evaluation_criteria: str
     min_score: float
     max_score: float
     higher_is_better: bool
     uses_reference: bool
     content_hash: str
-    task_introduction: str = ""
-    evaluation_steps: str = ""
-    steps_generated: bool = False
-    labels: tuple[str, ...] = ()
+    details: Any
 
 
 class Scorer(Protocol):
@@ -105,7 +69,7 @@ class Scorer(Protocol):
         """What scoring `item` takes; equal requests are scored once. `where` names the
         item in errors (`items[3]`). Raises ItemFailure when the item cannot be scored."""
 
-    async def score(self, requests: Sequence[Hashable], options: ScoreOptions) -> list[Score | BaseException]:
+    async def score(self, requests: Sequence[Hashable], mode: ReadMode) -> list[Score | BaseException]:
         """One result per request, in order; an exception fails the items that sent it."""
 
     def info(self) -> ScorerInfo: ...

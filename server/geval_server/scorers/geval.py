@@ -12,17 +12,44 @@ from typing import ClassVar
 
 from ..autocot import ensure_steps
 from ..engine import JudgeEngine
+from ..expected_score import ScoreEstimate, estimate, estimate_from_samples
 from ..prompts import JudgeInput, PromptBuilder, Tokenization, form_text
 from ..reasoning import ReasoningLayout, rationale_tokens, reasoning_layout
 from ..rubrics import Rubric
 from ..score_slot import LabelVocabulary, ScoreSlot, find_score_slot
-from ..scoring import estimate, estimate_from_samples
-from .base import ItemFailure, Kind, Mode, Score, ScoreOptions, ScorerInfo
+from .base import ItemFailure, Kind, ScorerInfo
+from .read_mode import Logprobs, ReadMode, Reasoning
 
 SAMPLED_TOKENS = 4  # a sampled answer is read from its first few tokens
 # Engine requests per item at the score slot: a 1-10 scale takes 2 (SmolLM2, Qwen), 0-100 about 12;
 # a scale whose labels need more is refused, so one caller's rubric cannot multiply the engine's work.
 MAX_LABEL_READS = 32
+
+
+@dataclass(frozen=True)
+class GEvalScore:
+    """The label distribution read at the slot, how it was read, and in reasoning mode
+    the judge's own evaluation before it."""
+
+    estimate: ScoreEstimate
+    mode: ReadMode
+    rationale: str = ""
+
+    @property
+    def reward(self) -> float:
+        return self.estimate.reward
+
+
+@dataclass(frozen=True)
+class GEvalDetails:
+    """A G-Eval rubric as GetInfo describes it."""
+
+    criterion: str
+    task_introduction: str
+    evaluation_criteria: str
+    evaluation_steps: str
+    steps_generated: bool
+    labels: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -84,28 +111,27 @@ class GEvalScorer:
             )
         return tuple(parts.ids)
 
-    async def score(self, requests: Sequence[tuple[int, ...]], options: ScoreOptions) -> list[Score | BaseException]:
+    async def score(self, requests: Sequence[tuple[int, ...]], mode: ReadMode) -> list[GEvalScore | BaseException]:
         # Submitted in token order: prompts that share a prefix reach vLLM side by side,
         # so its prefix cache computes that prefix once.
         # gather cancels them all when the call is cancelled (a deadline), and vLLM aborts them.
         order = sorted(range(len(requests)), key=requests.__getitem__)
-        results = await asyncio.gather(*(self._score_one(list(requests[i]), options) for i in order),
+        results = await asyncio.gather(*(self._score_one(list(requests[i]), mode) for i in order),
                                        return_exceptions=True)
         by_request = dict(zip(order, results))
         return [by_request[i] for i in range(len(requests))]
 
-    async def _score_one(self, ids: list[int], options: ScoreOptions) -> Score:
+    async def _score_one(self, ids: list[int], mode: ReadMode) -> GEvalScore:
         rubric = self.prepared.rubric
-        if options.mode is Mode.LOGPROBS:
+        if isinstance(mode, Logprobs):
             probs = await self._label_probs(ids)
-            return Score(estimate(probs, rubric.scale, self._low_confidence_below), options.mode)
-        if options.mode is Mode.REASONING:
-            return await self._reasoned(ids, options)
-        sampling = options.sampling
-        samples = await self._engine.sample(ids, sampling.n, sampling.temperature, SAMPLED_TOKENS)
-        return Score(estimate_from_samples(samples, rubric.scale, self._low_confidence_below), options.mode)
+            return GEvalScore(estimate(probs, rubric.scale, self._low_confidence_below), mode)
+        if isinstance(mode, Reasoning):
+            return await self._reasoned(ids, mode)
+        samples = await self._engine.sample(ids, mode.n, mode.temperature, SAMPLED_TOKENS)
+        return GEvalScore(estimate_from_samples(samples, rubric.scale, self._low_confidence_below), mode)
 
-    async def _reasoned(self, ids: list[int], options: ScoreOptions) -> Score:
+    async def _reasoned(self, ids: list[int], reasoning: Reasoning) -> GEvalScore:
         """The judge writes its evaluation after the completion (within its budget and the
         room its context leaves), then the labels are read at the slot after it."""
         layout = self.prepared.reasoning
@@ -117,7 +143,6 @@ class GEvalScorer:
                 f"the judge prompt for rubric {self.name!r} in reasoning mode is {len(prompt)} tokens, leaving no "
                 f"room for an evaluation within the judge's max_model_len of {self._engine.max_model_len}",
             )
-        reasoning = options.reasoning
         written = await self._engine.generate(
             prompt, min(reasoning.max_tokens, room), layout.stops, reasoning.temperature
         )
@@ -125,7 +150,7 @@ class GEvalScorer:
         rationale, to_slot = layout.slot_ids(kept)
         probs = await self._label_probs(prompt + kept + to_slot)
         score = estimate(probs, self.prepared.rubric.scale, self._low_confidence_below)
-        return Score(score, Mode.REASONING, rationale.strip())
+        return GEvalScore(score, reasoning, rationale.strip())
 
     async def _label_probs(self, ids: list[int]) -> dict[str, float]:
         """Each label's probability (not renormalized) when the judge's next tokens follow
@@ -141,13 +166,15 @@ class GEvalScorer:
 
     def info(self) -> ScorerInfo:
         rubric = self.prepared.rubric
+        details = GEvalDetails(
+            criterion=rubric.criterion, task_introduction=rubric.task_introduction,
+            evaluation_criteria=rubric.evaluation_criteria, evaluation_steps=rubric.evaluation_steps,
+            steps_generated=rubric.steps_generated, labels=rubric.scale.labels,
+        )
         return ScorerInfo(
-            name=rubric.name, kind=self.kind, criterion=rubric.criterion,
-            task_introduction=rubric.task_introduction, evaluation_criteria=rubric.evaluation_criteria,
-            evaluation_steps=rubric.evaluation_steps, steps_generated=rubric.steps_generated,
-            labels=rubric.scale.labels, min_score=rubric.scale.min_score, max_score=rubric.scale.max_score,
+            name=rubric.name, kind=self.kind, min_score=rubric.scale.min_score, max_score=rubric.scale.max_score,
             higher_is_better=rubric.scale.higher_is_better, uses_reference=rubric.uses_reference,
-            content_hash=self.content_hash,
+            content_hash=self.content_hash, details=details,
         )
 
 

@@ -26,132 +26,36 @@ import enum
 import hashlib
 import json
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import ClassVar
 
 from ..engine import JudgeEngine
 from ..prompts import JudgeInput, Tokenization
-from ..rubrics import RubricError, file_kind
-from ..scoring import ScoreEstimate
-from .base import ItemFailure, Kind, Score, ScoreOptions, ScorerInfo
-
-COPY_NGRAM = 5  # a copied span: 5 words in a row found in the source
-REPEAT_NGRAM = 3  # a repeated span: 3 words in a row seen earlier in the completion
-
-
-class Direction(enum.Enum):
-    SOURCE = "source"  # log p(completion | source)
-    REFERENCE = "reference"  # log p(completion | reference)
-    REVERSE = "reverse"  # log p(reference | completion)
-    F_MEAN = "f-mean"  # both reference directions, harmonic mean of their rewards
-
-
-class Baseline(enum.Enum):
-    NONE = "none"
-    UNCONDITIONAL = "unconditional"  # PMI: minus log p(text | instruction alone)
+from .base import ItemFailure, Kind, ScorerInfo
+from .likelihood_spec import Baseline, Direction, LikelihoodSpec
+from .read_mode import ReadMode
+from .text_guards import copy_rate, guard_factor, repetition_rate
 
 
 @dataclass(frozen=True)
-class LikelihoodSpec:
-    """A likelihood scorer as a rubric file configures it (`kind = "likelihood"`)."""
+class LikelihoodScore:
+    mean_logprob: float  # nats per token read, each given its context
+    tokens_read: int
+    score: float  # what the reward is mapped from: mean log p, or mean PMI (f-mean: the combined reward's)
+    guard: float  # the guards' factor on the reward
+    reward: float
 
-    name: str
+
+@dataclass(frozen=True)
+class LikelihoodDetails:
     criterion: str
-    instruction: str  # the aspect instruction, right before the text read
-    direction: Direction = Direction.SOURCE
-    baseline: Baseline = Baseline.NONE
-    max_copy_rate: float | None = None  # share of the completion's 5-grams found in the source
-    max_repetition_rate: float | None = None  # share of its 3-grams repeating an earlier one
-    source_label: str = "Article"
-    target_label: str = "Summary"
-    reference_label: str = "Reference"
-
-    @property
-    def uses_reference(self) -> bool:
-        return self.direction is not Direction.SOURCE
-
-    def describe(self) -> str:
-        """What the score is, for GetInfo."""
-        read = {
-            Direction.SOURCE: "mean log p(completion | source, instruction)",
-            Direction.REFERENCE: "mean log p(completion | reference, instruction)",
-            Direction.REVERSE: "mean log p(reference | completion, instruction)",
-            Direction.F_MEAN: "both reference directions, harmonic mean of their rewards",
-        }[self.direction]
-        if self.baseline is Baseline.UNCONDITIONAL:
-            mapping = "minus log p(text | instruction alone) (PMI, nats per token); reward = logistic(PMI)"
-        else:
-            mapping = "reward = exp(mean log p), the geometric-mean token probability"
-        guards = []
-        if self.max_copy_rate is not None:
-            guards.append(f"a copy rate from the source over {self.max_copy_rate}")
-        if self.max_repetition_rate is not None:
-            guards.append(f"a repetition rate over {self.max_repetition_rate}")
-        guarded = f"; reward scaled down for {' and '.join(guards)}" if guards else ""
-        return f"Likelihood (GPTScore-style): {read}; {mapping}{guarded}."
-
-
-_TEXT = ("name", "criterion", "instruction", "source_label", "target_label", "reference_label")
-_KNOWN_KEYS = {"kind", *_TEXT, "direction", "baseline", "max_copy_rate", "max_repetition_rate"}
-
-
-def spec_from_dict(data: dict, origin: str) -> LikelihoodSpec:
-    """The one check of a likelihood file's fields; errors name the origin and the field."""
-    unknown = sorted(set(data) - _KNOWN_KEYS)
-    if unknown:
-        raise RubricError(f"{origin}: unknown field(s) {unknown}; known: {sorted(_KNOWN_KEYS)}")
-    for key in _TEXT:
-        required = key in ("name", "criterion", "instruction")
-        if (required or key in data) and (not isinstance(data.get(key), str) or not data[key].strip()):
-            raise RubricError(f"{origin}: field '{key}' must be a non-empty string", key)
-    fields = {key: data[key].strip() for key in _TEXT if key in data}
-    for key, kind in (("direction", Direction), ("baseline", Baseline)):
-        if key in data:
-            choices = [member.value for member in kind]
-            if data[key] not in choices:
-                raise RubricError(f"{origin}: field '{key}' must be one of {choices}, got {data[key]!r}", key)
-            fields[key] = kind(data[key])
-    for key in ("max_copy_rate", "max_repetition_rate"):
-        if key in data:
-            value = data[key]
-            if type(value) not in (int, float) or not 0.0 <= value < 1.0:
-                raise RubricError(f"{origin}: field '{key}' must be a number in [0, 1), got {value!r}", key)
-            fields[key] = float(value)
-    return LikelihoodSpec(**fields)
-
-
-def _words(text: str) -> list[str]:
-    return re.findall(r"\w+", text.lower())
-
-
-def _ngrams(words: list[str], n: int) -> list[tuple[str, ...]]:
-    return [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
-
-
-def copy_rate(completion: str, source: str) -> float:
-    """Share of the completion's word 5-grams found verbatim in the source (0 when shorter)."""
-    spans = _ngrams(_words(completion), COPY_NGRAM)
-    if not spans:
-        return 0.0
-    in_source = set(_ngrams(_words(source), COPY_NGRAM))
-    return sum(span in in_source for span in spans) / len(spans)
-
-
-def repetition_rate(completion: str) -> float:
-    """Share of the completion's word 3-grams that repeat an earlier one."""
-    spans = _ngrams(_words(completion), REPEAT_NGRAM)
-    if not spans:
-        return 0.0
-    return 1.0 - len(set(spans)) / len(spans)
-
-
-def guard_factor(rate: float, limit: float | None) -> float:
-    """1 up to the limit, falling linearly to 0 at a rate of 1."""
-    if limit is None or rate <= limit:
-        return 1.0
-    return max(0.0, 1.0 - (rate - limit) / (1.0 - limit))
+    instruction: str
+    direction: str
+    baseline: str
+    max_copy_rate: float | None
+    max_repetition_rate: float | None
+    description: str
 
 
 def reward_from(score: float, baseline: Baseline) -> float:
@@ -188,7 +92,7 @@ class LikelihoodRequest:
 def combine(
     conditional: Sequence[Sequence[float]], unconditional: Sequence[Sequence[float]], baseline: Baseline,
     guard: float,
-) -> Score:
+) -> LikelihoodScore:
     """The score of one request from its token log-probabilities: per read its mean log p
     (minus the baseline's for PMI) and reward; two reads (f-mean) combined by the harmonic
     mean of their rewards; the guards' factor applied last."""
@@ -206,9 +110,7 @@ def combine(
         score = score_from(reward, baseline)
     tokens_read = sum(len(tokens) for tokens in conditional)
     mean_logprob = sum(sum(tokens) for tokens in conditional) / tokens_read
-    estimate = ScoreEstimate(distribution={}, expected_score=score, reward=reward * guard, label_mass=1.0,
-                             top_label="", low_confidence=False)
-    return Score(estimate, mean_logprob=mean_logprob, tokens_read=tokens_read)
+    return LikelihoodScore(mean_logprob, tokens_read, score, guard, reward * guard)
 
 
 class LikelihoodScorer:
@@ -267,7 +169,9 @@ class LikelihoodScorer:
             guard *= guard_factor(repetition_rate(item.completion), spec.max_repetition_rate)
         return LikelihoodRequest(tuple(chosen), baselines, guard)
 
-    async def score(self, requests: Sequence[LikelihoodRequest], options: ScoreOptions) -> list[Score | BaseException]:
+    async def score(
+        self, requests: Sequence[LikelihoodRequest], mode: ReadMode
+    ) -> list[LikelihoodScore | BaseException]:
         # Every distinct read once, in token order so reads sharing a source reach vLLM
         # side by side and its prefix cache computes the source once.
         distinct = sorted({read for request in requests for read in (*request.reads, *request.baselines)},
@@ -275,7 +179,7 @@ class LikelihoodScorer:
         found = await self._engine.prompt_logprobs([(list(read.context + read.text), len(read.text))
                                                      for read in distinct])
         logprobs = dict(zip(distinct, found))
-        results: list[Score | BaseException] = []
+        results: list[LikelihoodScore | BaseException] = []
         for request in requests:
             failed = next((logprobs[r] for r in (*request.reads, *request.baselines)
                            if isinstance(logprobs[r], BaseException)), None)
@@ -289,19 +193,13 @@ class LikelihoodScorer:
     def info(self) -> ScorerInfo:
         spec = self.spec
         unbounded_above = spec.baseline is Baseline.UNCONDITIONAL
-        return ScorerInfo(
-            name=spec.name, kind=self.kind, criterion=spec.criterion, task_introduction=spec.instruction,
-            evaluation_criteria=spec.describe(), min_score=-math.inf,
-            max_score=math.inf if unbounded_above else 0.0, higher_is_better=True,
-            uses_reference=spec.uses_reference, content_hash=self.content_hash,
+        details = LikelihoodDetails(
+            criterion=spec.criterion, instruction=spec.instruction, direction=spec.direction.value,
+            baseline=spec.baseline.value, max_copy_rate=spec.max_copy_rate,
+            max_repetition_rate=spec.max_repetition_rate, description=spec.describe(),
         )
-
-
-def load_specs(files: Sequence[tuple[object, dict]]) -> dict[str, LikelihoodSpec]:
-    """The likelihood scorers among rubric files (rubrics.rubric_files), by name."""
-    specs: dict[str, LikelihoodSpec] = {}
-    for path, data in files:
-        if file_kind(data, path) == "likelihood":
-            spec = spec_from_dict(data, origin=str(path))
-            specs[spec.name] = spec
-    return specs
+        return ScorerInfo(
+            name=spec.name, kind=self.kind, min_score=-math.inf, max_score=math.inf if unbounded_above else 0.0,
+            higher_is_better=True, uses_reference=spec.uses_reference, content_hash=self.content_hash,
+            details=details,
+        )

@@ -20,11 +20,12 @@ import hashlib
 import os
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import ClassVar
 
 from ..prompts import JudgeInput
-from ..scoring import ScoreEstimate
-from .base import Kind, Score, ScoreOptions, ScorerInfo
+from .base import Kind, ScorerInfo
+from .read_mode import ReadMode
 
 NAME = "semscore"
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -50,7 +51,7 @@ def reward_from_cosine(cosine: float) -> float:
     return min(1.0, max(0.0, cosine))
 
 
-class SemScorer:
+class EmbeddingModel:
     """Loads the embedding model once; thread-safe, so it can encode off the event loop."""
 
     def __init__(self, path: str | None = None, device: str = "cpu", batch_size: int = 64) -> None:
@@ -81,43 +82,50 @@ class SemScorer:
         return [float(vectors[index[c]] @ vectors[index[r]]) for c, r in zip(completions, references)]
 
 
+@dataclass(frozen=True)
+class SemScoreResult:
+    cosine: float
+
+    @property
+    def reward(self) -> float:
+        return reward_from_cosine(self.cosine)
+
+
+@dataclass(frozen=True)
+class SemScoreDetails:
+    embedding_model: str
+    description: str
+
+
 class SemScoreScorer:
-    """SemScore served beside the rubrics: expected_score is the cosine, reward the cosine
-    clipped to [0, 1]. The completion is compared as written (no claim blanking)."""
+    """SemScore served beside the rubrics: the cosine, and as reward the cosine clipped
+    to [0, 1]. The completion is compared as written (no claim blanking)."""
 
     name: ClassVar[str] = NAME
     kind: ClassVar[Kind] = Kind.SEMSCORE
     needs_reference: ClassVar[bool] = True
     blank_score_claims: ClassVar[bool] = False
 
-    def __init__(self, model: SemScorer) -> None:
+    def __init__(self, model: EmbeddingModel) -> None:
         self._model = model
         self._criteria = (
             "Cosine similarity of sentence embeddings of the completion and the reference "
             f"(SemScore, Aynedinov & Akbik 2024); embedding model: {model.description}. "
-            "expected_score is the cosine; reward is the cosine clipped to [0, 1]."
+            "The reward is the cosine clipped to [0, 1]."
         )
         self.content_hash = hashlib.sha256(self._criteria.encode()).hexdigest()
 
     def request(self, item: JudgeInput, where: str) -> tuple[str, str]:
         return item.completion, item.reference or ""
 
-    async def score(self, requests: Sequence[tuple[str, str]], options: ScoreOptions) -> list[Score]:
+    async def score(self, requests: Sequence[tuple[str, str]], mode: ReadMode) -> list[SemScoreResult]:
         """One embedding batch for all requests, in a worker thread so the event loop stays free."""
         cosines = await asyncio.to_thread(self._model.cosine, [c for c, _ in requests], [r for _, r in requests])
-        return [Score(cosine_estimate(c)) for c in cosines]
+        return [SemScoreResult(cosine) for cosine in cosines]
 
     def info(self) -> ScorerInfo:
         return ScorerInfo(
-            name=self.name, kind=self.kind, criterion=self._model.description, evaluation_criteria=self._criteria,
-            min_score=-1.0, max_score=1.0, higher_is_better=True, uses_reference=True,
-            content_hash=self.content_hash,
+            name=self.name, kind=self.kind, min_score=-1.0, max_score=1.0, higher_is_better=True,
+            uses_reference=True, content_hash=self.content_hash,
+            details=SemScoreDetails(self._model.description, self._criteria),
         )
-
-
-def cosine_estimate(cosine: float) -> ScoreEstimate:
-    """A cosine as a score: no label distribution, all mass on the one value."""
-    return ScoreEstimate(
-        distribution={}, expected_score=cosine, reward=reward_from_cosine(cosine),
-        label_mass=1.0, top_label="", low_confidence=False,
-    )

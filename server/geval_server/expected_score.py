@@ -108,9 +108,3 @@ def estimate_from_samples(
         top_label=result.top_label,
         low_confidence=share < low_confidence_below,
     )
-
-
-def weighted_reward(rewards: Sequence[float], weights: Sequence[float]) -> float:
-    """The item's reward: the weighted mean of its rubric rewards."""
-    total = sum(weights)
-    return sum(r * w for r, w in zip(rewards, weights)) / total

@@ -9,6 +9,7 @@ reference) comes from the same server, as the scorer it serves as `semscore`.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import sys
@@ -17,13 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from google.protobuf.json_format import MessageToDict
+from geval_client.types import Logprobs, Mode
 from tqdm import tqdm
 
 from .inputs import AuditRow
 from .store import ItemStore
 
-TRANSIENT_ERRORS = ("ERROR_CODE_UNAVAILABLE", "ERROR_CODE_RESOURCE_EXHAUSTED")
+TRANSIENT_ERRORS = ("UNAVAILABLE", "RESOURCE_EXHAUSTED")
 PROGRESS_EVERY_S = 30.0  # without a terminal (CI logs, nohup), a progress line this often
 SEMSCORE = "semscore"  # the server's name for its SemScore scorer
 
@@ -35,13 +36,11 @@ class ServerUnavailable(RuntimeError):
 @dataclass(frozen=True)
 class ScoringOptions:
     rubrics: dict[str, float]
-    sampling_n: int | None = None
-    temperature: float | None = None
+    mode: Mode = Logprobs()
     batch_size: int = 16
     score_references: bool = True
     send_references: bool = False  # only rubrics that compare with a reference read it
     semscore: bool = False  # ask the server for SemScore of each completion against its reference
-    reasoning_tokens: int | None = None  # reasoning mode with this budget
 
 
 def words(text: str | None) -> int | None:
@@ -55,10 +54,6 @@ def digest(text: str | None) -> str | None:
 
 def _cache_key(prompt: Any, completion: str, reference: str | None) -> str:
     return json.dumps([prompt, completion, reference], ensure_ascii=False)
-
-
-def _result_dict(result) -> dict[str, Any]:
-    return MessageToDict(result, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
 
 
 def _pairs(row: AuditRow, options: ScoringOptions) -> dict[str, tuple[str, str | None]]:
@@ -129,7 +124,7 @@ def score_rows(
                     role: cache[_cache_key(row.prompt, text, reference)]
                     for role, (text, reference) in _pairs(row, options).items()
                 }
-                errors = [r["error"] for r in results.values() if r.get("error", {}).get("code") in TRANSIENT_ERRORS]
+                errors = [r["error"] for r in results.values() if (r["error"] or {}).get("code") in TRANSIENT_ERRORS]
                 if errors:
                     transient.append((row, errors[0]))
                     continue
@@ -176,12 +171,9 @@ def _score_missing(batch: Sequence[AuditRow], client, options: ScoringOptions, c
                 wanted[key] = item
     if not wanted:
         return
-    results = client.score(
-        list(wanted.values()), rubrics=options.rubrics,
-        sampling_n=options.sampling_n, temperature=options.temperature, reasoning_tokens=options.reasoning_tokens,
-    )
+    results = client.score(list(wanted.values()), rubrics=options.rubrics, mode=options.mode)
     for key, result in zip(wanted, results):
-        cache[key] = _result_dict(result)
+        cache[key] = dataclasses.asdict(result)
 
 
 def _semscores(batch: Sequence[AuditRow], client) -> dict[str, float]:
@@ -193,6 +185,5 @@ def _semscores(batch: Sequence[AuditRow], client) -> dict[str, float]:
     items = [{"prompt": r.prompt, "completion": r.completion, "reference": r.reference} for r in with_reference]
     results = client.score(items, rubrics=SEMSCORE)
     return {
-        row.key: result.scores[0].expected_score
-        for row, result in zip(with_reference, results) if not result.HasField("error")
+        row.key: result.scores[0].cosine for row, result in zip(with_reference, results) if result.ok
     }

@@ -4,7 +4,7 @@ import math
 
 import pytest
 from geval_server.score_slot import plan_label_reads
-from geval_server.scoring import (
+from geval_server.expected_score import (
     NoLabelMass,
     Scale,
     estimate,

@@ -1,0 +1,168 @@
+"""What the client sends and gets back, as plain Python values: how to score (a mode),
+and each item's result with every scorer's own measurements. Built from the wire's
+protos here, so no other module reads a response proto."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .pb import reward_pb2
+
+# How G-Eval rubrics read the score slot: one of these, passed as `mode=`.
+
+
+@dataclass(frozen=True)
+class Logprobs:
+    """The exact probability of every score label at the slot (the default)."""
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """n sampled answers at a temperature; the score is their mean. For judges whose
+    log-probabilities are not usable."""
+
+    n: int = 20
+    temperature: float = 1.0
+
+
+@dataclass(frozen=True)
+class Reasoning:
+    """The judge writes its evaluation (at most max_tokens; greedy at temperature 0),
+    then every label's exact probability is read at the slot after it."""
+
+    max_tokens: int = 256
+    temperature: float = 0.0
+
+
+Mode = Logprobs | Sampling | Reasoning
+_MODE_NAMES = {reward_pb2.SCORING_MODE_LOGPROBS: "logprobs", reward_pb2.SCORING_MODE_SAMPLING: "sampling",
+               reward_pb2.SCORING_MODE_REASONING: "reasoning"}
+
+
+def mode_from_text(text: str) -> Mode:
+    """"logprobs", "sampling", "sampling:N", "reasoning" or "reasoning:MAX_TOKENS" (an
+    environment variable, a command line) -> the mode."""
+    name, _, number = text.strip().partition(":")
+    if name == "logprobs" and not number:
+        return Logprobs()
+    if name in ("sampling", "reasoning") and (not number or number.isdecimal()):
+        kind = Sampling if name == "sampling" else Reasoning
+        return kind(int(number)) if number else kind()
+    raise ValueError(f"mode: expected logprobs, sampling[:N] or reasoning[:MAX_TOKENS], got {text!r}")
+
+
+def apply_mode(request: reward_pb2.ScoreRequest, mode: Mode) -> None:
+    """Sets the request's mode fields."""
+    if isinstance(mode, Sampling):
+        request.mode = reward_pb2.SCORING_MODE_SAMPLING
+        request.sampling.n, request.sampling.temperature = mode.n, mode.temperature
+    elif isinstance(mode, Reasoning):
+        request.mode = reward_pb2.SCORING_MODE_REASONING
+        request.reasoning.max_tokens, request.reasoning.temperature = mode.max_tokens, mode.temperature
+    elif isinstance(mode, Logprobs):
+        request.mode = reward_pb2.SCORING_MODE_LOGPROBS
+    else:
+        raise TypeError(f"mode must be Logprobs(), Sampling(...) or Reasoning(...), got {mode!r}")
+
+
+@dataclass(frozen=True)
+class ItemError:
+    code: str  # a gRPC status name: INVALID_ARGUMENT, RESOURCE_EXHAUSTED, INTERNAL, UNAVAILABLE
+    message: str
+    field: str  # the offending field, e.g. "items[3].completion"; empty when none is at fault
+
+    @property
+    def caused_by_completion(self) -> bool:
+        """The completion itself was at fault (empty, too long): the policy's doing."""
+        return self.code == "INVALID_ARGUMENT" and self.field.endswith(".completion")
+
+
+@dataclass(frozen=True)
+class GEvalScore:
+    """A G-Eval rubric's read of the score slot."""
+
+    rubric: str
+    reward: float
+    content_hash: str
+    expected_score: float  # E[s] over the renormalized label distribution
+    distribution: dict[str, float]  # label -> probability, in scale order
+    label_mass: float  # probability on valid labels before renormalizing
+    low_confidence: bool  # label_mass under the server's threshold
+    top_label: str
+    mode: str  # "logprobs", "sampling" or "reasoning"
+    rationale: str  # reasoning mode: the judge's evaluation before the slot
+
+
+@dataclass(frozen=True)
+class SemScore:
+    """Cosine of sentence embeddings of the completion and the reference."""
+
+    rubric: str
+    reward: float
+    content_hash: str
+    cosine: float
+
+
+@dataclass(frozen=True)
+class LikelihoodScore:
+    """The judge's log-probabilities of the text read (GPTScore)."""
+
+    rubric: str
+    reward: float
+    content_hash: str
+    mean_logprob: float  # nats per token read
+    tokens_read: int
+    score: float  # what the reward maps: mean log p, or mean PMI with the unconditional baseline
+    guard: float  # the copy and repetition guards' factor (1: none fired)
+
+
+RubricScore = GEvalScore | SemScore | LikelihoodScore
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    id: str
+    reward: float  # weighted mean of the scorers' rewards; 0.0 when error is set
+    scores: list[RubricScore] = field(default_factory=list)
+    error: ItemError | None = None  # set when this item alone could not be scored
+    score_claims_removed: int = 0  # claims such as `Coherence: 5` blanked before the judge read it
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def item_result(wire: reward_pb2.ItemResult) -> ItemResult:
+    error = None
+    if wire.HasField("error"):
+        error = ItemError(reward_pb2.ErrorCode.Name(wire.error.code).removeprefix("ERROR_CODE_"),
+                          wire.error.message, wire.error.field)
+    return ItemResult(
+        id=wire.id, reward=wire.reward, scores=[rubric_score(s) for s in wire.scores], error=error,
+        score_claims_removed=wire.score_claims_removed,
+    )
+
+
+def rubric_score(wire: reward_pb2.RubricScore) -> RubricScore:
+    common = {"rubric": wire.rubric, "reward": wire.reward, "content_hash": wire.content_hash}
+    kind = wire.WhichOneof("result")
+    if kind == "geval":
+        g = wire.geval
+        return GEvalScore(
+            **common, expected_score=g.expected_score, distribution={p.label: p.probability for p in g.distribution},
+            label_mass=g.label_mass, low_confidence=g.low_confidence, top_label=g.top_label,
+            mode=_MODE_NAMES.get(g.mode, "unspecified"), rationale=g.rationale,
+        )
+    if kind == "semscore":
+        return SemScore(**common, cosine=wire.semscore.cosine)
+    if kind == "likelihood":
+        lk = wire.likelihood
+        return LikelihoodScore(**common, mean_logprob=lk.mean_logprob, tokens_read=lk.tokens_read, score=lk.score,
+                               guard=lk.guard)
+    raise ValueError(f"rubric {wire.rubric!r}: a result of an unknown kind ({kind}); upgrade the client")
+
+
+def label_mass(result: ItemResult) -> float | None:
+    """Mean label mass over the item's G-Eval scores; None when it has none."""
+    masses = [s.label_mass for s in result.scores if isinstance(s, GEvalScore)]
+    return sum(masses) / len(masses) if masses else None

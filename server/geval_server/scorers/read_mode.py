@@ -1,0 +1,33 @@
+"""How a call asks the G-Eval scorers to read the score slot. Every scorer is handed
+the call's mode; those that read no slot (SemScore, likelihood) ignore it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..reasoning import REASONING_TOKENS
+
+
+@dataclass(frozen=True)
+class Logprobs:
+    """The exact probability of every score label at the slot."""
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """n sampled answers at a temperature; the score is their mean."""
+
+    n: int = 20
+    temperature: float = 1.0
+
+
+@dataclass(frozen=True)
+class Reasoning:
+    """The judge writes its evaluation first (greedy at temperature 0), then the labels'
+    exact probabilities are read at the slot after it."""
+
+    max_tokens: int = REASONING_TOKENS
+    temperature: float = 0.0
+
+
+ReadMode = Logprobs | Sampling | Reasoning

@@ -23,12 +23,12 @@ import argparse
 import asyncio
 import os
 
-import common as h
+import common
 
 CLIENTS = (1, 4)
 
 
-async def run(port: int, sets: dict[int, list[dict]], warm: dict) -> dict[tuple[str, int], tuple[h.Timed, float]]:
+async def run(port: int, sets: dict[int, list[dict]], warm: dict) -> dict[tuple[str, int], tuple[common.Timed, float]]:
     from geval_server.config import ServeConfig
     from geval_server.embedded_model import EMBEDDED_MODEL
     from geval_server.prompts import JudgeInput
@@ -37,7 +37,7 @@ async def run(port: int, sets: dict[int, list[dict]], warm: dict) -> dict[tuple[
     config = ServeConfig(model=EMBEDDED_MODEL, port=port)
     judge = await start_judge(config)
     engine = judge.engine
-    prepared = judge.scorers[h.RUBRIC].prepared
+    prepared = judge.scorers[common.RUBRIC].prepared
     labels = prepared.slot.all_label_token_ids
     server, _, _ = build_server(judge, config)
     await server.start()
@@ -46,12 +46,12 @@ async def run(port: int, sets: dict[int, list[dict]], warm: dict) -> dict[tuple[
 
     async def fresh_cache() -> None:
         await engine.reset_prefix_cache()
-        await h.score_concurrently(address, [[warm]], 1)
+        await common.score_concurrently(address, [[warm]], 1)
 
     async def ceiling(clients: int) -> None:
         prompts = [prepared.builder.build(JudgeInput(i["prompt"], i["completion"])).ids for i in sets[clients]]
         await fresh_cache()
-        async with h.timed([os.getpid()]) as t:
+        async with common.timed([os.getpid()]) as t:
             await asyncio.gather(*(engine.token_logprobs(ids, labels) for ids in prompts))
         measured["ceiling", clients] = (t, 0.0)
         print(f"ceiling, {clients} client set: {len(prompts)} items in {t.seconds:.1f} s "
@@ -59,10 +59,10 @@ async def run(port: int, sets: dict[int, list[dict]], warm: dict) -> dict[tuple[
 
     async def through_server(clients: int) -> None:
         await fresh_cache()
-        client_cpu = h.own_cpu_seconds()
-        async with h.timed([os.getpid()]) as t:
-            await h.score_concurrently(address, h.calls(sets[clients]), clients)
-        measured["server", clients] = (t, h.own_cpu_seconds() - client_cpu)
+        client_cpu = common.own_cpu_seconds()
+        async with common.timed([os.getpid()]) as t:
+            await common.score_concurrently(address, common.calls(sets[clients]), clients)
+        measured["server", clients] = (t, common.own_cpu_seconds() - client_cpu)
         print(f"server, {clients} clients: {len(sets[clients])} items in {t.seconds:.1f} s "
               f"({t.cpu_seconds:.1f} CPU s)", flush=True)
 
@@ -81,10 +81,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=50401)
     args = parser.parse_args()
-    info = h.machine()
-    docs = iter(h.summeval_docs())
-    prompts_per_call = h.ITEMS_PER_CALL // 8
-    sets = {n: h.grpo_batch([next(docs) for _ in range(n * prompts_per_call)]) for n in CLIENTS}
+    info = common.machine()
+    docs = iter(common.summeval_docs())
+    prompts_per_call = common.ITEMS_PER_CALL // 8
+    sets = {n: common.grpo_batch([next(docs) for _ in range(n * prompts_per_call)]) for n in CLIENTS}
     warm_doc = next(docs)
     warm = {"prompt": warm_doc.article, "completion": warm_doc.summaries[0]}
 
@@ -95,19 +95,19 @@ def main() -> None:
         n = len(sets[clients])
         (c, _), (s, client_cpu) = measured["ceiling", clients], measured["server", clients]
         rows.append([
-            clients, n, f"{n // h.ITEMS_PER_CALL} x {h.ITEMS_PER_CALL}",
+            clients, n, f"{n // common.ITEMS_PER_CALL} x {common.ITEMS_PER_CALL}",
             round(n / c.seconds, 3), round(n / s.seconds, 3), round(c.seconds / s.seconds, 3),
             round(c.cpu_seconds / n, 3), round(s.cpu_seconds / n, 3), round(client_cpu / n, 4),
             round(c.cpu_seconds / s.cpu_seconds, 3),
         ])
-    h.report(
+    common.report(
         "bench_ceiling",
         "1. Engine ceiling vs the gRPC server",
         ["concurrent clients", "items", "calls", "ceiling items/s", "server items/s",
          "server/ceiling items/s", "ceiling CPU s/item", "server CPU s/item", "of which client",
          "server/ceiling (CPU)"],
         rows,
-        {"rubric": h.RUBRIC, "judge": "SmolLM2-135M-Instruct (embedded)", **h.engine_settings(),
+        {"rubric": common.RUBRIC, "judge": "SmolLM2-135M-Instruct (embedded)", **common.engine_settings(),
          "items": "SummEval, 8 articles x 8 distinct summaries per call"},
         notes=[
             "CPU s/item: this process (gRPC server and clients, or the ceiling's submitter) with the "

@@ -19,7 +19,7 @@ import argparse
 import asyncio
 import statistics
 
-import common as h
+import common
 from geval_server.rubrics import PRESET_DIR, read_toml
 
 SCALES = {"1-5": 5, "1-10": 10}
@@ -43,16 +43,16 @@ def engine_reads(spec: dict) -> int:
     from geval_server.scorers.geval import prepare_rubric
     from transformers import AutoTokenizer
 
-    tokenization = Tokenization(AutoTokenizer.from_pretrained(h.embedded_model_path()))
+    tokenization = Tokenization(AutoTokenizer.from_pretrained(common.embedded_model_path()))
     prepared = prepare_rubric(tokenization, LabelVocabulary(tokenization), rubric_from_dict(spec, "benchmark"),
                               "benchmark", "benchmark")
     return len(prepared.slot.plan.reads)
 
 
-async def score(client, items: list[dict], spec: dict, pid: int) -> tuple[h.Timed, list]:
-    async with h.timed([pid]) as t:
+async def score(client, items: list[dict], spec: dict, pid: int) -> tuple[common.Timed, list]:
+    async with common.timed([pid]) as t:
         results = await client.score(items, rubrics=[spec])
-    failed = [r.error.message for r in results if r.HasField("error")]
+    failed = [r.error.message for r in results if not r.ok]
     if failed:
         raise RuntimeError(f"{len(failed)} items failed, e.g. {failed[0]}")
     return t, results
@@ -65,17 +65,17 @@ def main() -> None:
     parser.add_argument("--completions", type=int, default=8, help="summaries per article")
     parser.add_argument("--repeats", type=int, default=2, help="cold passes per scale (alternating order)")
     args = parser.parse_args()
-    info = h.machine()
-    base = read_toml(PRESET_DIR / f"{h.RUBRIC}.toml")
-    docs = h.summeval_docs()
-    items = h.grpo_batch(docs[:args.prompts], args.completions)
+    info = common.machine()
+    base = read_toml(PRESET_DIR / f"{common.RUBRIC}.toml")
+    docs = common.summeval_docs()
+    items = common.grpo_batch(docs[:args.prompts], args.completions)
     reads = {scale: engine_reads(rubric(base, top, 0)) for scale, top in SCALES.items()}
 
-    async def run() -> dict[str, list[tuple[h.Timed, h.Timed, list]]]:
+    async def run() -> dict[str, list[tuple[common.Timed, common.Timed, list]]]:
         from geval_client import AsyncRewardClient
 
         measured: dict[str, list] = {scale: [] for scale in SCALES}
-        with h.geval_server(args.port, "--no-semscore", log_name="bench_chaining-server") as (address, pid):
+        with common.geval_server(args.port, "--no-semscore", log_name="bench_chaining-server") as (address, pid):
             async with AsyncRewardClient(address, timeout=3600) as client:
                 await score(client, items[:1], rubric(base, 5, -1), pid)  # warm-up: engine and code paths
                 for repeat in range(args.repeats):
@@ -102,18 +102,18 @@ def main() -> None:
             round(statistics.median(warm.cpu_seconds for _, warm, _ in runs) / n, 3),
             round(statistics.fmean(s.label_mass for s in scores), 3),
             round(statistics.fmean(s.expected_score for s in scores), 3),
-            round(statistics.fmean(next(p.probability for p in s.distribution if p.label == str(SCALES[scale]))
+            round(statistics.fmean(s.distribution[str(SCALES[scale])]
                                    for s in scores), 4),
         ])
-    h.report(
+    common.report(
         "bench_chaining",
         "9. Chained labels: the same items with a 1-5 and a 1-10 rubric",
         ["scale", "engine requests/item", "items", "cold passes", "items/s (cold)", "CPU s/item (cold)",
          "CPU vs 1-5 (cold)", "items/s (warm)", "CPU s/item (warm)", "mean label mass", "mean E[s]",
          "mean p(top label)"],
         rows,
-        {"rubric": f"{h.RUBRIC} sent inline, its text naming the scale, one sentence of its own per pass",
-         **h.engine_settings(),
+        {"rubric": f"{common.RUBRIC} sent inline, its text naming the scale, one sentence of its own per pass",
+         **common.engine_settings(),
          "items": f"SummEval, {args.prompts} articles x {args.completions} distinct summaries, one Score call"},
         notes=[
             "SmolLM2 writes `10` as `1`,`0` after the slot (which ends with the space), so the 1-10 rubric "

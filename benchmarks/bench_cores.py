@@ -20,7 +20,7 @@ import asyncio
 import statistics
 import time
 
-import common as h
+import common
 
 IDLE_S = 10.0
 SETTINGS = {
@@ -35,21 +35,21 @@ def cpu_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, fl
 
 async def one_server(port: int, env: dict[str, str], sets: dict[int, list[dict]], warm: list[dict], label: str):
     """Rewards, and per client count: (wall s, CPU s by role); idle CPU s by role."""
-    with h.geval_server(port, log_name=f"bench_cores-{label}", env=env) as (address, pid):
-        await h.score_concurrently(address, [warm], 1)
-        before = h.process_cpu_seconds(pid)
+    with common.geval_server(port, log_name=f"bench_cores-{label}", env=env) as (address, pid):
+        await common.score_concurrently(address, [warm], 1)
+        before = common.process_cpu_seconds(pid)
         time.sleep(IDLE_S)
-        idle = cpu_delta(before, h.process_cpu_seconds(pid))
+        idle = cpu_delta(before, common.process_cpu_seconds(pid))
         runs, rewards = {}, []
         for clients, items in sets.items():
-            before = h.process_cpu_seconds(pid)
+            before = common.process_cpu_seconds(pid)
             started = time.perf_counter()
-            await h.score_concurrently(address, h.calls(items), clients)
-            runs[clients] = (time.perf_counter() - started, cpu_delta(before, h.process_cpu_seconds(pid)))
+            await common.score_concurrently(address, common.calls(items), clients)
+            runs[clients] = (time.perf_counter() - started, cpu_delta(before, common.process_cpu_seconds(pid)))
         from geval_client import AsyncRewardClient
 
         async with AsyncRewardClient(address, timeout=1800) as client:  # a prefix-cache hit: cheap
-            rewards = [r.reward for r in await client.score(sets[1], rubrics=h.RUBRIC)]
+            rewards = [r.reward for r in await client.score(sets[1], rubrics=common.RUBRIC)]
     return rewards, runs, idle
 
 
@@ -58,15 +58,15 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=50407)
     parser.add_argument("--one-client", action="store_true", help="skip the 4-client calls (a shorter run)")
     args = parser.parse_args()
-    info = h.machine()
-    docs = h.summeval_docs()
+    info = common.machine()
+    docs = common.summeval_docs()
     warm = [{"prompt": docs[-1].article, "completion": docs[-1].summaries[0]}]
 
     # Every server is fresh, so all score the same items; the 1- and 4-client sets differ,
     # so within a server no call reads another's prefix cache.
-    sets = {1: h.grpo_batch(docs[:8])}
+    sets = {1: common.grpo_batch(docs[:8])}
     if not args.one_client:
-        sets[4] = h.grpo_batch(docs[8:40])
+        sets[4] = common.grpo_batch(docs[8:40])
     measured = {name: [] for name in SETTINGS}
     for repeat, name in enumerate([*SETTINGS, *reversed(SETTINGS)]):
         print(f"{name}, run {repeat + 1} of 4", flush=True)
@@ -91,13 +91,13 @@ def main() -> None:
                 for c in sets}
     differences = [abs(a - b) for o in old for n in new for a, b in zip(o[0], n[0])]
     frontend_per_item = statistics.mean(r[1][1][1]["frontend"] / 64 for r in new)
-    h.report(
+    common.report(
         "bench_cores",
         "8. Every core: one core reserved for vLLM's scheduler vs none",
         ["setting", "clients", "items", "items/s", "CPU s/item (all)", "frontend CPU s/item",
          "engine core CPU s/item", "worker CPU s/item"],
         rows,
-        {"rubric": h.RUBRIC, "judge": "SmolLM2-135M-Instruct (embedded)", **h.engine_settings(),
+        {"rubric": common.RUBRIC, "judge": "SmolLM2-135M-Instruct (embedded)", **common.engine_settings(),
          "items": "SummEval, 8 articles x 8 summaries per 64-item call, other articles for each call"},
         notes=[
             "New over old: " + ", ".join(f"{speedups[c]:.2f}x the items/s with {c} client(s)" for c in sets)

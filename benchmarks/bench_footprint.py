@@ -13,7 +13,7 @@ import statistics
 import subprocess
 import sys
 
-import common as h
+import common
 import psutil
 
 CLIENT_RUNS = 5
@@ -33,7 +33,7 @@ result = {{"import_s": import_s, "rss_before": before, "rss_after_import": after
 if len(sys.argv) > 1:
     items = json.loads(sys.stdin.read())
     with geval_client.RewardClient(sys.argv[1]) as client:
-        client.score(items, rubrics={h.RUBRIC!r})
+        client.score(items, rubrics={common.RUBRIC!r})
     result["rss_after_call"] = process.memory_info().rss
     result["heavy_after_call"] = [m for m in {HEAVY_MODULES!r} if m in sys.modules]
 print(json.dumps(result))
@@ -69,11 +69,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=50405)
     args = parser.parse_args()
-    info = h.machine()
-    items = h.grpo_batch(h.summeval_docs()[:8])
+    info = common.machine()
+    items = common.grpo_batch(common.summeval_docs()[:8])
 
     probes = [client_probe() for _ in range(CLIENT_RUNS)]
-    with h.geval_server(args.port, log_name="bench_footprint-server") as (address, pid):
+    with common.geval_server(args.port, log_name="bench_footprint-server") as (address, pid):
         idle = server_memory(pid)
         call_probe = client_probe(address, items)
         busy = server_memory(pid)
@@ -90,12 +90,12 @@ def main() -> None:
     ]
     runs = ", ".join(f"{p['import_s'] * 1000:.0f}" for p in probes)
     heavy = sorted({m for p in probes for m in p["heavy"]} | set(call_probe["heavy_after_call"]))
-    h.report(
+    common.report(
         "bench_footprint",
         "5. Footprint",
         ["what", "MiB idle / after import", "MiB after a 64-item call"],
         rows,
-        {"judge": "SmolLM2-135M-Instruct (embedded)", **h.engine_settings()},
+        {"judge": "SmolLM2-135M-Instruct (embedded)", **common.engine_settings()},
         notes=[
             f"Client import time: {import_s * 1000:.0f} ms (median of {CLIENT_RUNS} fresh interpreters; "
             f"runs: {runs} ms).",

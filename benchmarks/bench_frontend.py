@@ -15,7 +15,7 @@ import argparse
 import statistics
 import time
 
-import common as h
+import common
 from geval_client.pb import reward_pb2
 from geval_client.requests import as_item
 from geval_server.claim_blanking import ScoreClaimRedactor
@@ -34,7 +34,7 @@ def cpu_per_item(stage, batches: list, items_per_batch: int) -> tuple[float, lis
 def response_bytes(n_items: int) -> bytes:
     """A response as the server sends it: per item one 5-label distribution."""
     score = reward_pb2.RubricScore(
-        rubric=h.RUBRIC, expected_score=3.2, reward=0.55, label_mass=0.9, top_label="3",
+        rubric=common.RUBRIC, expected_score=3.2, reward=0.55, label_mass=0.9, top_label="3",
         mode=reward_pb2.SCORING_MODE_LOGPROBS, kind=reward_pb2.SCORER_KIND_GEVAL, content_hash="0" * 64,
         distribution=[reward_pb2.LabelProbability(label=str(k), value=k, probability=0.2) for k in range(1, 6)],
     )
@@ -46,14 +46,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, default=8, help="64-item calls, each with new articles")
     args = parser.parse_args()
-    docs = h.summeval_docs()
-    items = h.grpo_batch(docs[: 8 * args.batches])
-    batches = h.calls(items)
-    per_batch = h.ITEMS_PER_CALL
-    prompts = h.JudgePrompts()
+    docs = common.summeval_docs()
+    items = common.grpo_batch(docs[: 8 * args.batches])
+    batches = common.calls(items)
+    per_batch = common.ITEMS_PER_CALL
+    prompts = common.JudgePrompts()
     criterion = prompts.prepared.rubric.criterion
     redactor = ScoreClaimRedactor([criterion])
-    served = {h.RUBRIC: False}
+    served = {common.RUBRIC: False}
 
     def to_wire(batch):
         return reward_pb2.ScoreRequest(items=[as_item(i) for i in batch]).SerializeToString()
@@ -76,7 +76,7 @@ def main() -> None:
     stages.append(("client: build and serialize the request", client))
     parse, requests = cpu_per_item(from_wire, wire, per_batch)
     stages.append(("server: parse the request", parse))
-    check, valid = cpu_per_item(lambda r: validate(r, served, h.RUBRIC), requests, per_batch)
+    check, valid = cpu_per_item(lambda r: validate(r, served, common.RUBRIC), requests, per_batch)
     stages.append(("server: validate", check))
     blanking, inputs = cpu_per_item(blank, valid, per_batch)
     stages.append(("server: blank score claims", blanking))
@@ -92,12 +92,12 @@ def main() -> None:
     rows = [[name, round(seconds * 1e6, 1), round(1 / seconds) if seconds else "-"] for name, seconds in stages]
     rows.append(["server total, new articles (excluding vLLM's own client side)", round(server_cold * 1e6, 1),
                  round(1 / server_cold)])
-    h.report(
+    common.report(
         "bench_frontend",
         "7. The server's Python per item (what would cap a GPU engine)",
         ["stage", "CPU us/item", "items/s one core could sustain"],
         rows,
-        {"rubric": h.RUBRIC, "judge tokenizer": "SmolLM2-135M-Instruct (embedded)",
+        {"rubric": common.RUBRIC, "judge tokenizer": "SmolLM2-135M-Instruct (embedded)",
          "items": f"SummEval, {args.batches} calls of 8 new articles x 8 summaries",
          "prompt tokens/item": round(tokens)},
         notes=[

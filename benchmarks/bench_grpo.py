@@ -20,17 +20,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-import common as h
+import common
 
 PROMPTS, COMPLETIONS = 8, 8
 DISTINCT, TWICE, ONCE = "8x8 distinct", "8x8, each completion twice", "its 32 distinct items once"
 
 
-def batches(docs: list[h.Doc]) -> tuple[list[dict], list[dict], list[dict]]:
+def batches(docs: list[common.Doc]) -> tuple[list[dict], list[dict], list[dict]]:
     """(warm-up, distinct 8x8 batch, 8x8 batch with each completion twice)."""
     longest = sorted(docs, key=lambda d: len(d.article), reverse=True)
-    distinct = h.grpo_batch(longest[:PROMPTS], COMPLETIONS)
-    halves = h.grpo_batch(longest[PROMPTS : 2 * PROMPTS], COMPLETIONS // 2)
+    distinct = common.grpo_batch(longest[:PROMPTS], COMPLETIONS)
+    halves = common.grpo_batch(longest[PROMPTS : 2 * PROMPTS], COMPLETIONS // 2)
     duplicated = [item for i in range(0, len(halves), COMPLETIONS // 2)
                   for item in halves[i : i + COMPLETIONS // 2] * 2]
     warm = [{"prompt": longest[-1].article, "completion": longest[-1].summaries[0]}]
@@ -39,7 +39,7 @@ def batches(docs: list[h.Doc]) -> tuple[list[dict], list[dict], list[dict]]:
 
 async def measure(
     port: int, caching: bool, named: dict[str, list[dict]], warm: list[dict], block_size: int | None = None
-) -> dict[str, h.Timed]:
+) -> dict[str, common.Timed]:
     args = [] if caching else ["--no-enable-prefix-caching"]
     label = f"caching {'on' if caching else 'off'}"
     if block_size is not None:
@@ -47,11 +47,11 @@ async def measure(
         label += f", block {block_size}"
     measured = {}
     log_name = f"bench_grpo-{label.replace(', ', '-').replace(' ', '-')}"
-    with h.geval_server(port, *args, log_name=log_name) as (address, pid):
-        await h.score_concurrently(address, [warm], 1)
+    with common.geval_server(port, *args, log_name=log_name) as (address, pid):
+        await common.score_concurrently(address, [warm], 1)
         for name, items in named.items():
-            async with h.timed([pid]) as t:
-                await h.score_concurrently(address, [items], 1)
+            async with common.timed([pid]) as t:
+                await common.score_concurrently(address, [items], 1)
             measured[name] = t
             print(f"{label}, {name}: {t.seconds:.1f} s ({t.cpu_seconds:.1f} CPU s)", flush=True)
     return measured
@@ -63,10 +63,10 @@ def main() -> None:
     parser.add_argument("--block-sizes", type=lambda s: [int(b) for b in s.split(",")], default=[],
                         help="also run caching on with these KV block sizes (tokens), e.g. 32,128")
     args = parser.parse_args()
-    info = h.machine()
-    warm, distinct, duplicated = batches(h.summeval_docs())
+    info = common.machine()
+    warm, distinct, duplicated = batches(common.summeval_docs())
     named = {DISTINCT: distinct, TWICE: duplicated}
-    prompts = h.JudgePrompts()
+    prompts = common.JudgePrompts()
     tokens = {name: sum(len(prompts.ids(item)) for item in items) for name, items in named.items()}
 
     once = list({(i["prompt"], i["completion"]): i for i in named[TWICE]}.values())
@@ -87,13 +87,13 @@ def main() -> None:
                      tokens[DISTINCT] // len(distinct),
                      round(len(distinct) / t.seconds, 3), round(len(distinct) / off[DISTINCT].seconds, 3),
                      round(off[DISTINCT].seconds / t.seconds, 2), round(off[DISTINCT].cpu_seconds / t.cpu_seconds, 2)])
-    h.report(
+    common.report(
         "bench_grpo",
         "3. GRPO shape: prefix caching on vs off, duplicate completions",
         ["batch", "items", "distinct items", "prompt tokens/item", "items/s caching on",
          "items/s caching off", "on/off speed-up (wall)", "on/off speed-up (CPU)"],
         rows,
-        {"rubric": h.RUBRIC, "judge": "SmolLM2-135M-Instruct (embedded)", **h.engine_settings(),
+        {"rubric": common.RUBRIC, "judge": "SmolLM2-135M-Instruct (embedded)", **common.engine_settings(),
          "articles": "the 16 longest SummEval articles (8 per batch)"},
         notes=[
             "Each batch is one Score call on a server whose rubric prefix is warm; caching off is a "

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-import common as h
+import common
 from geval_server.rubrics import PRESET_DIR, read_toml
 
 CONDITIONS = ("one rubric for the batch", "a rubric per prompt", "a rubric per item")
@@ -31,8 +31,8 @@ def rubric_variant(base: dict, tag: str) -> dict:
     return variant
 
 
-def batch(docs: list[h.Doc], base: dict, condition: str, completions: int) -> list[dict]:
-    items = h.grpo_batch(docs, completions)
+def batch(docs: list[common.Doc], base: dict, condition: str, completions: int) -> list[dict]:
+    items = common.grpo_batch(docs, completions)
     for index, item in enumerate(items):
         if condition == CONDITIONS[1]:
             item["rubric"] = rubric_variant(base, f"prompt-{index // completions}")
@@ -41,16 +41,16 @@ def batch(docs: list[h.Doc], base: dict, condition: str, completions: int) -> li
     return items
 
 
-async def measure(address: str, pid: int, items: list[dict], base: dict) -> tuple[h.Timed, h.Timed]:
+async def measure(address: str, pid: int, items: list[dict], base: dict) -> tuple[common.Timed, common.Timed]:
     from geval_client import AsyncRewardClient
 
     shared = None if "rubric" in items[0] else [base]
     async with AsyncRewardClient(address, timeout=3600) as client:
         timings = []
         for _ in range(2):  # cold, then warm
-            async with h.timed([pid]) as t:
+            async with common.timed([pid]) as t:
                 results = await client.score(items, rubrics=shared)
-            failed = [r.error.message for r in results if r.HasField("error")]
+            failed = [r.error.message for r in results if not r.ok]
             if failed:
                 raise RuntimeError(f"{len(failed)} items failed, e.g. {failed[0]}")
             timings.append(t)
@@ -63,18 +63,18 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=4, help="articles per batch")
     parser.add_argument("--completions", type=int, default=8, help="summaries per article")
     args = parser.parse_args()
-    info = h.machine()
-    base = read_toml(PRESET_DIR / f"{h.RUBRIC}.toml")
-    docs = h.summeval_docs()
+    info = common.machine()
+    base = read_toml(PRESET_DIR / f"{common.RUBRIC}.toml")
+    docs = common.summeval_docs()
     batches = {
         condition: batch(docs[k * args.prompts:(k + 1) * args.prompts], base, condition, args.completions)
         for k, condition in enumerate(CONDITIONS)
     }
 
-    async def run() -> dict[str, tuple[h.Timed, h.Timed]]:
-        with h.geval_server(args.port, "--no-semscore", log_name="bench_inline_rubrics-server") as (address, pid):
+    async def run() -> dict[str, tuple[common.Timed, common.Timed]]:
+        with common.geval_server(args.port, "--no-semscore", log_name="bench_inline_rubrics-server") as (address, pid):
             warm = [{"prompt": docs[-1].article, "completion": docs[-1].summaries[0]}]
-            await h.score_concurrently(address, [warm], 1)
+            await common.score_concurrently(address, [warm], 1)
             return {condition: await measure(address, pid, items, base) for condition, items in batches.items()}
 
     measured = asyncio.run(run())
@@ -86,14 +86,14 @@ def main() -> None:
         rows.append([condition, n, distinct, round(n / cold.seconds, 3), round(cold.cpu_seconds / n, 3),
                      round(cold.cpu_seconds / base_cold.cpu_seconds, 2), round(n / warm.seconds, 3),
                      round(warm.cpu_seconds / n, 3)])
-    h.report(
+    common.report(
         "bench_inline_rubrics",
         "10. Rubrics sent with the request: one per batch, per prompt, per item",
         ["rubrics", "items", "distinct rubrics", "items/s (cold)", "CPU s/item (cold)",
          "CPU vs one rubric (cold)", "items/s (warm)", "CPU s/item (warm)"],
         rows,
-        {"rubric": f"{h.RUBRIC} sent inline (steps included), variants differ by one sentence",
-         **h.engine_settings(), "items": f"SummEval, {args.prompts} articles x {args.completions} summaries, "
+        {"rubric": f"{common.RUBRIC} sent inline (steps included), variants differ by one sentence",
+         **common.engine_settings(), "items": f"SummEval, {args.prompts} articles x {args.completions} summaries, "
                                           "other articles per condition"},
         notes=[
             "cold: the rubrics are new to the server (prepared in the call: score slot found, prompt head "

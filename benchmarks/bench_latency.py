@@ -14,7 +14,7 @@ import argparse
 import asyncio
 import statistics
 
-import common as h
+import common
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -33,30 +33,30 @@ def main() -> None:
     args = parser.parse_args()
     if 2 * args.calls * 8 + 1 > 100:
         parser.error("--calls: SummEval has 100 articles, 8 per call, so at most 6")
-    info = h.machine()
-    docs = h.summeval_docs()
+    info = common.machine()
+    docs = common.summeval_docs()
     per_level = {
-        clients: h.calls(h.grpo_batch(docs[offset * args.calls * 8 : (offset + 1) * args.calls * 8]))
+        clients: common.calls(common.grpo_batch(docs[offset * args.calls * 8 : (offset + 1) * args.calls * 8]))
         for offset, clients in enumerate((1, 4))
     }
     warm = [{"prompt": docs[-1].article, "completion": docs[-1].summaries[0]}]
 
     async def run() -> dict[int, list[float]]:
-        with h.geval_server(args.port, log_name="bench_latency-server") as (address, _):
-            await h.score_concurrently(address, [warm], 1)
-            return {clients: await h.score_concurrently(address, batches, clients)
+        with common.geval_server(args.port, log_name="bench_latency-server") as (address, _):
+            await common.score_concurrently(address, [warm], 1)
+            return {clients: await common.score_concurrently(address, batches, clients)
                     for clients, batches in per_level.items()}
 
     latencies = asyncio.run(run())
     rows = [[clients, len(values), round(percentile(values, 0.5), 2), round(percentile(values, 0.95), 2),
              round(min(values), 2), round(max(values), 2), round(statistics.mean(values), 2)]
             for clients, values in latencies.items()]
-    h.report(
+    common.report(
         "bench_latency",
         "4. Latency of one 64-item Score call",
         ["concurrent clients", "calls", "p50 s", "p95 s", "min s", "max s", "mean s"],
         rows,
-        {"rubric": h.RUBRIC, "judge": "SmolLM2-135M-Instruct (embedded)", **h.engine_settings(),
+        {"rubric": common.RUBRIC, "judge": "SmolLM2-135M-Instruct (embedded)", **common.engine_settings(),
          "items": "SummEval, 8 new articles x 8 distinct summaries per call"},
         notes=["With few calls p95 is close to the maximum; raise --calls for more samples.",
                "With 4 clients the four calls share the engine: they finish one after another, the last "

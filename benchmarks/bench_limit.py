@@ -22,7 +22,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-import common as h
+import common
 
 MATMUL_N = 4096
 MATMUL_REPEATS = 5
@@ -90,18 +90,18 @@ def matmul_flops(n: int, m: int, k: int, repeats: int, threads: int) -> list[flo
     return rates
 
 
-async def engine_run(caching: bool, items: list[dict], prompts: h.JudgePrompts, warm: dict):
+async def engine_run(caching: bool, items: list[dict], prompts: common.JudgePrompts, warm: dict):
     """The server's engine driver in this process with the server's settings, caching on or off."""
     from geval_server.engine import JudgeEngine
 
     ids = [prompts.ids(item) for item in items]
     warm_ids = prompts.ids(warm)
     labels = prompts.prepared.slot.all_label_token_ids
-    engine = JudgeEngine(h.embedded_model_path(), {"enable_prefix_caching": caching})
+    engine = JudgeEngine(common.embedded_model_path(), {"enable_prefix_caching": caching})
     engine.start()
     try:
         await engine.token_logprobs(warm_ids, labels)
-        async with h.timed([os.getpid()]) as t:
+        async with common.timed([os.getpid()]) as t:
             await asyncio.gather(*(engine.token_logprobs(p, labels) for p in ids))
         block = engine.block_size
     finally:
@@ -112,10 +112,10 @@ async def engine_run(caching: bool, items: list[dict], prompts: h.JudgePrompts, 
 
 
 def main() -> None:
-    info = h.machine()
-    docs = h.summeval_docs()
-    prompts = h.JudgePrompts()
-    shape = ModelShape.load(h.embedded_model_path())
+    info = common.machine()
+    docs = common.summeval_docs()
+    prompts = common.JudgePrompts()
+    shape = ModelShape.load(common.embedded_model_path())
     warm = {"prompt": docs[-1].article, "completion": docs[-1].summaries[0]}
 
     # The peak is the whole machine's: a float32 matmul on every core. The engine's own
@@ -127,8 +127,8 @@ def main() -> None:
     peak = max(square)
     print(f"matmul {MATMUL_N}^3: best {peak / 1e9:.1f} GFLOP/s; model-shaped: {max(model_gemm) / 1e9:.1f}", flush=True)
 
-    off_items = h.grpo_batch(docs[:2])
-    grpo_items = h.grpo_batch(docs[2:10])
+    off_items = common.grpo_batch(docs[:2])
+    grpo_items = common.grpo_batch(docs[2:10])
     t_off, off_ids, _, block = asyncio.run(engine_run(False, off_items, prompts, warm))
     t_on, on_ids, warm_ids, _ = asyncio.run(engine_run(True, grpo_items, prompts, warm))
 
@@ -147,13 +147,13 @@ def main() -> None:
         row("caching off (every token computed)", len(off_items), off_flops, t_off),
         row("GRPO 8x8, caching on (computed tokens only)", len(grpo_items), on_flops, t_on),
     ]
-    h.report(
+    common.report(
         "bench_limit",
         "6. The limit: prefill FLOPs against the machine's matmul FLOP/s",
         ["run", "items", "GFLOP/item", "items/s", "engine GFLOP/s", "of matmul peak",
          "GFLOP per CPU s", "items/s at matmul peak"],
         rows,
-        {"judge": "SmolLM2-135M-Instruct (embedded)", **h.engine_settings(), "kv block size": block,
+        {"judge": "SmolLM2-135M-Instruct (embedded)", **common.engine_settings(), "kv block size": block,
          "matmul": f"float32 {MATMUL_N}x{MATMUL_N}x{MATMUL_N} on all {threads} cores, best of MKL and oneDNN"},
         notes=[
             f"Matmul peak (best of {MATMUL_REPEATS}): {peak / 1e9:.1f} GFLOP/s "

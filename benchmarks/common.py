@@ -191,7 +191,7 @@ async def score_concurrently(address: str, batches: Sequence[list[dict]], client
                 started = time.perf_counter()
                 results = await client.score(batch, rubrics=RUBRIC)
                 latencies.append(time.perf_counter() - started)
-                failed = [r.error.message for r in results if r.HasField("error")]
+                failed = [r.error.message for r in results if not r.ok]
                 if failed:
                     raise RuntimeError(f"{len(failed)} items failed, e.g. {failed[0]}")
 

@@ -22,12 +22,13 @@ import sys
 import time
 
 from geval_audit import datasets
+from geval_audit.cli import mode_from_args
 from geval_audit.injections import CORPUS, load_corpus
 from geval_audit.redteam import report_tables, run_redteam, summeval_base_texts
 from geval_client import RewardClient
+from geval_server.claim_blanking import REDACTED, ScoreClaimRedactor
 from geval_server.launcher import running_server
 from geval_server.rubrics import load_rubrics
-from geval_server.claim_blanking import REDACTED, ScoreClaimRedactor
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 
@@ -90,7 +91,7 @@ def main() -> None:
         client = stack.enter_context(RewardClient(address, timeout=3600))
         for path, corpus in corpora.items():
             started = time.monotonic()
-            results[path] = run_redteam(client, bases, corpus, args.rubric, args.sampling_n, args.reasoning_tokens)
+            results[path] = run_redteam(client, bases, corpus, args.rubric, mode_from_args(args))
             seconds[path] = time.monotonic() - started
     first = next(iter(results.values()))
     report = [

@@ -12,7 +12,7 @@ summary it was put into).
 Scorers, all from one read where they can share it: the PMI-and-guards spec
 (the likelihood-summary preset with baseline "unconditional", max_copy_rate 0.6,
 max_repetition_rate 0.1, limits fixed before any run) returns the mean log p
-(RubricScore.mean_logprob: the unguarded scorer, reward exp(mean log p)), the PMI
+(LikelihoodResult.mean_logprob: the unguarded scorer, reward exp(mean log p)), the PMI
 (expected_score, reward logistic(PMI)) and the guarded PMI reward; "mean log p +
 guards" is exp(mean log p) times the same guard factor. G-Eval is summeval-coherence
 (log-probabilities); "+ G-Eval" is the equal-weight mean of the two rewards, what a
@@ -85,7 +85,7 @@ def attacks(doc: list[datasets.Rated], rng: random.Random) -> dict[str, str]:
 def rewards_of(result) -> dict[str, float]:
     by = {s.rubric: s for s in result.scores}
     guarded, geval = by[GUARDED], by[GEVAL]
-    pmi = 1.0 / (1.0 + math.exp(-guarded.expected_score))
+    pmi = 1.0 / (1.0 + math.exp(-guarded.score))
     factor = guarded.reward / pmi
     raw = math.exp(guarded.mean_logprob)
     return {"mean log p": raw, "mean log p + guards": raw * factor, "PMI": pmi, "PMI + guards": guarded.reward,

@@ -6,7 +6,7 @@ Variants, each served as a likelihood file written next to the -nosteps copies:
   every dimension;
 - aspect: the `likelihood-*` presets, one instruction per dimension.
 Each is served with the unconditional baseline (PMI), so one read gives three metrics:
-the mean token log-probability (RubricScore.mean_logprob: the scorer without a
+the mean token log-probability (LikelihoodResult.mean_logprob: the scorer without a
 baseline), the PMI (expected_score), and the mean log-probability with the copy and
 repetition guards applied (the server's own guard functions on the same texts, limits
 GUARD_LIMITS, as a spec with max_copy_rate / max_repetition_rate serves them).
@@ -23,7 +23,7 @@ import time
 
 from geval_client import RewardClient
 from geval_server.rubrics import PRESET_DIR, read_toml
-from geval_server.scorers.likelihood import copy_rate, guard_factor, repetition_rate
+from geval_server.scorers.text_guards import copy_rate, guard_factor, repetition_rate
 
 VARIANTS = ("generic", "aspect")
 PMI_SUFFIX = "-pmi"
@@ -79,13 +79,13 @@ def score_variant(client: RewardClient, task, variant: str, batch: int) -> tuple
         results = client.score(chunk, rubrics=sorted(set(names.values())))
         for item, result in zip(chunk, results):
             by_name = {s.rubric: s for s in result.scores}
-            failed = bool(result.error.message)
+            failed = not result.ok
             failures += failed
             factor = guard(item)
             for dim, name in names.items():
                 s = None if failed else by_name[name]
                 values = {"mean log p": (s.mean_logprob, math.exp(s.mean_logprob)) if s else None,
-                          "PMI": (s.expected_score, s.reward) if s else None,
+                          "PMI": (s.score, s.reward) if s else None,
                           "guarded": (math.exp(s.mean_logprob) * factor,) * 2 if s else None}
                 for metric, pair in values.items():
                     column = f"likelihood {metric} ({variant})"

@@ -79,7 +79,7 @@ def main() -> None:
         sent_ids = {item.id for item in sent}
         lost = sent_ids - set(counts)
         duplicated = [i for i, c in counts.items() if c > 1]
-        errors = [r for r in received if r.HasField("error")]
+        errors = [r for r in received if not r.ok]
         expected_errors = sum(1 for item in sent if not item.completion)
         by_id = {r.id: r for r in received}
 

@@ -51,7 +51,7 @@ from geval_audit.stats import (
     grouped_correlation,
 )
 from geval_audit.tables import markdown_table
-from geval_client import RewardClient
+from geval_client import Logprobs, Reasoning, RewardClient, Sampling
 from geval_server.launcher import running_server
 from geval_server.rubrics import PRESET_DIR, read_toml
 
@@ -156,12 +156,12 @@ def score_task(client: RewardClient, task: Task, condition: Condition, sampling_
     for start in range(0, len(task.items), batch):
         results = client.score(
             task.items[start : start + batch], rubrics=list(rubric_of.values()),
-            sampling_n=sampling_n if condition.mode == "sampling" else None,
-            reasoning_tokens=reasoning_tokens if condition.mode == "reasoning" else None,
+            mode={"sampling": Sampling(sampling_n), "reasoning": Reasoning(reasoning_tokens)}.get(
+                condition.mode, Logprobs()),
         )
         for result in results:
             by_rubric = {s.rubric: s for s in result.scores}
-            failed = bool(result.error.message)
+            failed = not result.ok
             failures += failed
             for dim, rubric in rubric_of.items():
                 score = None if failed else by_rubric.get(rubric)

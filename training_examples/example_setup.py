@@ -14,6 +14,7 @@ import tempfile
 from typing import Any
 
 from geval_audit import datasets
+from geval_client.defaults import DEFAULT_TARGET
 
 POLICY = pathlib.Path("~/.cache/geval-reward/models/smollm2-135m-instruct").expanduser()
 INSTRUCTION = "Summarize the following news article in one or two sentences."
@@ -21,7 +22,7 @@ INSTRUCTION = "Summarize the following news article in one or two sentences."
 
 def parse_args(description: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--server", default="localhost:50051",
+    parser.add_argument("--server", default=DEFAULT_TARGET,
                         help="reward server HOST:PORT (a comma-separated list spreads calls over several)")
     parser.add_argument("--steps", type=int, default=2, help="optimizer steps")
     parser.add_argument("--prompts", type=int, default=8, help="distinct articles to train on")

@@ -10,6 +10,7 @@ import shlex
 import signal
 import sys
 
+from geval_client.defaults import DEFAULT_TARGET
 from geval_client.transport import read_token
 
 from .inputs import FORMATS, Columns
@@ -50,7 +51,7 @@ def add_parser(commands) -> None:
     columns.add_argument("--preference-column",
                          help="humans' choice: true/reference/human, false/completion/model, or equal/tie")
     server = audit.add_argument_group("judge server")
-    server.add_argument("--target", default="localhost:50051", help="a running server (default localhost:50051)")
+    server.add_argument("--target", default=DEFAULT_TARGET, help=f"a running server (default {DEFAULT_TARGET})")
     server.add_argument("--auth-token-file", type=pathlib.Path,
                         help="bearer token for a server that requires one (default: $GEVAL_REWARD_AUTH_TOKEN)")
     server.add_argument("--start-server", action="store_true", help="start a judge server for this run instead")
@@ -202,7 +203,7 @@ def add_redteam_parser(commands) -> None:
                               "summaries from the evaluation sets)")
     redteam.add_argument("--docs", type=int, default=4, help="SummEval documents, one base summary each (default 4)")
     redteam.add_argument("--rubric", default="summeval-coherence", help="rubric to attack (default summeval-coherence)")
-    redteam.add_argument("--target", default="localhost:50051", help="a running server (default localhost:50051)")
+    redteam.add_argument("--target", default=DEFAULT_TARGET, help=f"a running server (default {DEFAULT_TARGET})")
     redteam.add_argument("--auth-token-file", type=pathlib.Path,
                          help="bearer token for a server that requires one (default: $GEVAL_REWARD_AUTH_TOKEN)")
     redteam.add_argument("--start-server", action="store_true", help="start a judge server for this run instead")

@@ -6,16 +6,30 @@ from .errors import ItemNotScored, RewardServerError
 from .requests import make_item
 from .retry import RetryPolicy
 from .transport import TLSOptions
+from .trl_group_reward import AsyncGroupwiseReward, GroupwiseReward
 from .trl_reward import AsyncGEvalReward, GEvalReward
-from .types import GEvalScore, ItemError, ItemResult, LikelihoodScore, Logprobs, Reasoning, Sampling, SemScore
+from .types import (
+    GEvalScore,
+    GroupResult,
+    ItemError,
+    ItemResult,
+    LikelihoodScore,
+    Logprobs,
+    Reasoning,
+    Sampling,
+    SemScore,
+)
 
 __all__ = [
     "DEFAULT_TARGET",
     "DEFAULT_TIMEOUT_S",
     "AsyncGEvalReward",
+    "AsyncGroupwiseReward",
     "AsyncRewardClient",
     "GEvalReward",
     "GEvalScore",
+    "GroupResult",
+    "GroupwiseReward",
     "ItemError",
     "ItemNotScored",
     "ItemResult",

@@ -19,7 +19,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from .defaults import DEFAULT_TARGET, DEFAULT_TIMEOUT_S
 from .errors import RewardServerError
 from .pb import reward_pb2, reward_pb2_grpc
-from .requests import Rubrics, rubric_spec, score_request
+from .requests import Rubrics, group_request, rubric_spec, score_request
 from .retry import Patience, RetryPolicy
 from .transport import (
     MAX_MESSAGE_BYTES,
@@ -30,7 +30,7 @@ from .transport import (
     open_aio_channel,
     open_channel,
 )
-from .types import ItemResult, Logprobs, Mode, item_result
+from .types import GroupResult, ItemResult, Logprobs, Mode, group_result, item_result
 
 __all__ = ["AsyncRewardClient", "RewardClient", "MAX_MESSAGE_BYTES"]
 
@@ -97,6 +97,17 @@ class RewardClient(_ClientBase):
         response = self._call("Score", self._stub.Score, score_request(items, rubrics, mode))
         return [item_result(result) for result in response.results]
 
+    def score_groups(
+        self, groups: Sequence[Mapping[str, Any]], rubrics: Rubrics = None, schedule: str | None = None, **options: Any
+    ) -> list[GroupResult]:
+        """Judges each group (a dict with prompt, completions and optional reference, id)
+        within itself: its completions compared in pairs, both orders read; one result per
+        group, its completions' rewards in request order. schedule: None (all pairs up to 8
+        completions, neighbours beyond), "all_pairs", "neighbours" or "anchor"; options:
+        aggregation ("mean_win_probability" or "bradley_terry"), neighbours, anchor."""
+        request = group_request(groups, rubrics, schedule, **options)
+        return [group_result(r) for r in self._call("ScoreGroups", self._stub.ScoreGroups, request).results]
+
     def info(self) -> reward_pb2.GetInfoResponse:
         return self._call("GetInfo", self._stub.GetInfo, reward_pb2.GetInfoRequest())
 
@@ -145,6 +156,12 @@ class AsyncRewardClient(_ClientBase):
     async def score(self, items: Sequence[Any], rubrics: Rubrics = None, mode: Mode = Logprobs()) -> list[ItemResult]:
         response = await self._call("Score", self._stub.Score, score_request(items, rubrics, mode))
         return [item_result(result) for result in response.results]
+
+    async def score_groups(
+        self, groups: Sequence[Mapping[str, Any]], rubrics: Rubrics = None, schedule: str | None = None, **options: Any
+    ) -> list[GroupResult]:
+        request = group_request(groups, rubrics, schedule, **options)
+        return [group_result(r) for r in (await self._call("ScoreGroups", self._stub.ScoreGroups, request)).results]
 
     async def info(self) -> reward_pb2.GetInfoResponse:
         return await self._call("GetInfo", self._stub.GetInfo, reward_pb2.GetInfoRequest())

@@ -104,3 +104,48 @@ def score_request(items: Sequence[Any], rubrics: Rubrics = None, mode: Mode = Lo
     request = reward_pb2.ScoreRequest(items=[as_item(item) for item in items], rubrics=rubric_selection(rubrics))
     apply_mode(request, mode)
     return request
+
+
+_SCHEDULES = {None: reward_pb2.SCHEDULE_UNSPECIFIED, "all_pairs": reward_pb2.SCHEDULE_ALL_PAIRS,
+              "neighbours": reward_pb2.SCHEDULE_NEIGHBOURS, "anchor": reward_pb2.SCHEDULE_ANCHOR}
+_AGGREGATIONS = {"mean_win_probability": reward_pb2.AGGREGATION_MEAN_WIN_PROBABILITY,
+                 "bradley_terry": reward_pb2.AGGREGATION_BRADLEY_TERRY}
+
+
+def group_request(
+    groups: Sequence[Mapping[str, Any]],
+    rubrics: Rubrics = None,
+    schedule: str | None = None,
+    aggregation: str = "mean_win_probability",
+    neighbours: int | None = None,
+    anchor: str | None = None,
+) -> reward_pb2.ScoreGroupsRequest:
+    """groups: dicts with `prompt` (text or chat messages), `completions` (a list) and
+    optionally `reference` and `id`. schedule: None (all pairs up to 8, neighbours beyond),
+    "all_pairs", "neighbours" or "anchor"; aggregation: "mean_win_probability" or "bradley_terry"."""
+    if schedule not in _SCHEDULES:
+        raise ValueError(f"schedule must be one of {sorted(k for k in _SCHEDULES if k)} or None, got {schedule!r}")
+    if aggregation not in _AGGREGATIONS:
+        raise ValueError(f"aggregation must be one of {sorted(_AGGREGATIONS)}, got {aggregation!r}")
+    request = reward_pb2.ScoreGroupsRequest(
+        rubrics=rubric_selection(rubrics), schedule=_SCHEDULES[schedule], aggregation=_AGGREGATIONS[aggregation],
+        neighbours=neighbours or 0,
+    )
+    if anchor is not None:
+        request.anchor = anchor
+    for group in groups:
+        unknown = sorted(set(group) - {"prompt", "completions", "reference", "id"})
+        if unknown:
+            raise ValueError(f"unknown group key(s) {unknown}; known: prompt, completions, reference, id")
+        completions = group["completions"]
+        if isinstance(completions, str):
+            raise ValueError("a group's 'completions' is a list of strings, not one string")
+        wire = request.groups.add(id=str(group.get("id", "")), completions=list(completions))
+        prompt = group["prompt"]
+        if isinstance(prompt, str):
+            wire.text = prompt
+        else:
+            wire.chat.messages.extend(reward_pb2.ChatMessage(role=m["role"], content=m["content"]) for m in prompt)
+        if group.get("reference") is not None:
+            wire.reference = group["reference"]
+    return request

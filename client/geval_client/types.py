@@ -4,6 +4,7 @@ protos here, so no other module reads a response proto."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from .pb import reward_pb2
@@ -133,12 +134,8 @@ class ItemResult:
 
 
 def item_result(wire: reward_pb2.ItemResult) -> ItemResult:
-    error = None
-    if wire.HasField("error"):
-        error = ItemError(reward_pb2.ErrorCode.Name(wire.error.code).removeprefix("ERROR_CODE_"),
-                          wire.error.message, wire.error.field)
     return ItemResult(
-        id=wire.id, reward=wire.reward, scores=[rubric_score(s) for s in wire.scores], error=error,
+        id=wire.id, reward=wire.reward, scores=[rubric_score(s) for s in wire.scores], error=_error(wire),
         score_claims_removed=wire.score_claims_removed,
     )
 
@@ -166,3 +163,75 @@ def label_mass(result: ItemResult) -> float | None:
     """Mean label mass over the item's G-Eval scores; None when it has none."""
     masses = [s.label_mass for s in result.scores if isinstance(s, GEvalScore)]
     return sum(masses) / len(masses) if masses else None
+
+
+@dataclass(frozen=True)
+class CompletionResult:
+    """One completion of a group: its reward among its peers."""
+
+    reward: float  # in [0, 1]; 0.5 when compared with nobody; 0.0 when error is set
+    error: ItemError | None = None
+    score_claims_removed: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True)
+class GroupRubricResult:
+    """A group on one rubric: the comparisons behind the rewards."""
+
+    rubric: str
+    content_hash: str
+    rewards: list[float]
+    win_matrix: list[list[float | None]]  # [i][j] = P(i beats j); None where not compared
+    position_consistency: float | None  # share of pairs whose two orders agree
+    first_position_preference: float | None  # share of single-order reads preferring the first place
+    label_mass: float | None  # mean probability on the two verdicts
+    win_entropy: float | None  # mean binary entropy of P(i beats j), bits
+
+
+@dataclass(frozen=True)
+class GroupResult:
+    id: str
+    completions: list[CompletionResult]  # in request order
+    rubrics: list[GroupRubricResult]
+    schedule: str  # "all_pairs", "neighbours" or "anchor"
+    error: ItemError | None = None  # the whole group could not be judged
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def group_result(wire: reward_pb2.GroupResult) -> GroupResult:
+    return GroupResult(
+        id=wire.id,
+        completions=[CompletionResult(c.reward, _error(c), c.score_claims_removed) for c in wire.completions],
+        rubrics=[_group_rubric(r, len(wire.completions)) for r in wire.rubrics],
+        schedule=reward_pb2.Schedule.Name(wire.schedule).removeprefix("SCHEDULE_").lower(),
+        error=_error(wire),
+    )
+
+
+def _group_rubric(wire: reward_pb2.GroupRubricResult, size: int) -> GroupRubricResult:
+    cells = [_number(p) for p in wire.win_matrix]
+    return GroupRubricResult(
+        rubric=wire.rubric, content_hash=wire.content_hash, rewards=list(wire.rewards),
+        win_matrix=[cells[i * size:(i + 1) * size] for i in range(size)] if cells else [],
+        position_consistency=_number(wire.position_consistency),
+        first_position_preference=_number(wire.first_position_preference),
+        label_mass=_number(wire.label_mass), win_entropy=_number(wire.win_entropy),
+    )
+
+
+def _number(value: float) -> float | None:
+    return None if math.isnan(value) else value
+
+
+def _error(wire) -> ItemError | None:
+    if not wire.HasField("error"):
+        return None
+    return ItemError(reward_pb2.ErrorCode.Name(wire.error.code).removeprefix("ERROR_CODE_"), wire.error.message,
+                     wire.error.field)

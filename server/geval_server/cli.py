@@ -37,7 +37,7 @@ def _serve_parser():
                             f"(or --model); default: the embedded {EMBEDDED_MODEL}, offline")
     server = serve.add_argument_group("server", "Where and what geval-reward serves.")
     server.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
-    server.add_argument("--port", type=int, default=50051, help="0 picks a free port")
+    server.add_argument("--port", type=int, default=ServeConfig.port, help="0 picks a free port")
     server.add_argument("--rubrics", type=pathlib.Path, action="append", default=[],
                         help="a rubric TOML file or a directory of them, added to the presets (repeatable)")
     server.add_argument("--default-rubric", default=ServeConfig.default_rubric)

@@ -7,6 +7,8 @@ import pathlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from geval_client.defaults import DEFAULT_PORT
+
 from .rubrics import DEFAULT_RUBRIC
 from .validation import Limits
 
@@ -17,7 +19,7 @@ class ServeConfig:
 
     model: str
     host: str = "127.0.0.1"
-    port: int = 50051
+    port: int = DEFAULT_PORT
     rubric_paths: list[pathlib.Path] = field(default_factory=list)
     default_rubric: str = DEFAULT_RUBRIC
     low_confidence_below: float = 0.5

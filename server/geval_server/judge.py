@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from .claim_blanking import ScoreClaimRedactor
 from .engine import JudgeEngine
 from .expected_score import NoLabelMass
+from .groupwise import GroupJudge, GroupRequest, GroupResult
 from .inline_rubrics import InlineRubrics
 from .prompts import JudgeInput
 from .rubrics import Rubric, RubricError
 from .score_slot import LabelTokenError
-from .scorers.base import ItemFailure, Score, Scorer, ScorerInfo
+from .scorers.base import ItemFailure, Kind, Score, Scorer, ScorerInfo
 from .scorers.read_mode import Logprobs, ReadMode
-from .validation import Choice, ValidRequest
+from .validation import Choice, ValidGroups, ValidRequest
 
 log = logging.getLogger(__name__)
 
@@ -59,15 +60,18 @@ class Judge:
         scorers: Mapping[str, Scorer],
         judge_model: str,
         inline: InlineRubrics,
+        groups: GroupJudge,
         remove_score_claims: bool = True,
     ) -> None:
-        """scorers: the served ones by name; inline: where callers' rubrics are prepared.
+        """scorers: the served ones by name; inline: where callers' rubrics are prepared;
+        groups: what compares a group's completions (ScoreGroups).
         remove_score_claims: blank `Criterion: 5` claims in completions for the scorers that
         read them (claim_blanking.py)."""
         self.engine = engine
         self.scorers = dict(scorers)
         self.judge_model = judge_model
         self.inline = inline
+        self.groups = groups
         self.remove_score_claims = remove_score_claims
         self._served_criteria = frozenset(_criteria(self.scorers.values()))
 
@@ -95,6 +99,28 @@ class Judge:
             items.append(item)
             selections.append([] if failed else [(resolved[c], weight) for c, weight in chosen])
         return await self.score(items, selections, request.mode)
+
+    async def score_groups(self, request: ValidGroups) -> list[GroupResult]:
+        """Compares each group's completions on the request's rubrics, which must be G-Eval
+        rubrics the judge can also read as comparisons (else UnservableRubric)."""
+        resolved = await self._resolve(choice for choice, _ in request.selection)
+        rubrics: list[tuple[Rubric, float]] = []
+        for i, (choice, weight) in enumerate(request.selection):
+            scorer = resolved[choice]
+            field = f"rubrics[{i}]" + (".spec" if isinstance(choice, Rubric) else ".name")
+            if isinstance(scorer, BaseException):
+                raise UnservableRubric(field, _unservable(scorer))
+            if scorer.kind is not Kind.GEVAL:
+                raise UnservableRubric(field, f"{scorer.name!r} is a {scorer.kind.value} scorer; groups are compared "
+                                       "on G-Eval rubrics only")
+            try:
+                self.groups.prompt_for(scorer.prepared.rubric)
+            except (LabelTokenError, RubricError) as error:
+                raise UnservableRubric(field, f"cannot be read as a comparison: {error}") from error
+            rubrics.append((scorer.prepared.rubric, weight))
+        redactor = self._redactor([[(resolved[c], w) for c, w in request.selection]])
+        groups = GroupRequest(request.groups, rubrics, request.schedule, request.neighbours, request.aggregation)
+        return await self.groups.judge(groups, redactor, self.judge_model)
 
     async def prepare(self, rubrics: Sequence[Rubric]) -> list[ScorerInfo]:
         """Callers' rubrics prepared as a Score call would (PrepareRubrics), described."""

@@ -18,6 +18,7 @@ from .calls import CallInterceptor
 from .config import ServeConfig
 from .embedded_model import resolve_model
 from .engine import JudgeEngine
+from .groupwise import GroupJudge
 from .inline_rubrics import InlineRubrics
 from .judge import Judge
 from .metrics import serve_metrics
@@ -122,7 +123,8 @@ async def prepare_judge(
         scorers[semscore.name] = semscore
         log.info("serving SemScore as rubric %r (%s)", semscore.name, embedding_model.description)
     inline = InlineRubrics(preparer.scorer, max_inline_rubrics)
-    return Judge(engine, scorers, judge_model, inline, remove_score_claims)
+    groups = GroupJudge(engine, tokenization, preparer.vocabulary)
+    return Judge(engine, scorers, judge_model, inline, groups, remove_score_claims)
 
 
 def _bind(server: grpc.aio.Server, config: ServeConfig) -> int:

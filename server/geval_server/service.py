@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import uuid
 
 import grpc
@@ -12,13 +13,15 @@ from geval_client.pb import reward_pb2, reward_pb2_grpc
 
 from . import __version__, metrics
 from .calls import call_record
+from .group_plan import Schedule
+from .groupwise import GroupResult
 from .judge import ItemOutcome, ItemScore, Judge, UnservableRubric
-from .scorers.base import Kind, ScorerInfo
+from .scorers.base import ItemFailure, Kind, ScorerInfo
 from .scorers.geval import GEvalDetails, GEvalScore
 from .scorers.likelihood import LikelihoodDetails, LikelihoodScore
 from .scorers.read_mode import Logprobs, Reasoning, Sampling
 from .scorers.semscore import SemScoreDetails, SemScoreResult
-from .validation import Limits, RequestError, inline_rubrics, validate
+from .validation import Limits, RequestError, inline_rubrics, validate, validate_groups
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +33,8 @@ _MODES = {
     Sampling: reward_pb2.SCORING_MODE_SAMPLING,
     Reasoning: reward_pb2.SCORING_MODE_REASONING,
 }
+_SCHEDULES = {Schedule.ALL_PAIRS: reward_pb2.SCHEDULE_ALL_PAIRS, Schedule.NEIGHBOURS: reward_pb2.SCHEDULE_NEIGHBOURS,
+              Schedule.ANCHOR: reward_pb2.SCHEDULE_ANCHOR}
 _KINDS = {Kind.GEVAL: reward_pb2.SCORER_KIND_GEVAL, Kind.SEMSCORE: reward_pb2.SCORER_KIND_SEMSCORE,
           Kind.LIKELIHOOD: reward_pb2.SCORER_KIND_LIKELIHOOD}
 
@@ -78,28 +83,76 @@ class RewardService(reward_pb2_grpc.RewardServiceServicer):
         except RequestError as error:
             raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from error
         n_items = len(valid.items)
-        if self._pending_items + n_items > self._max_pending_items:
-            raise _Refused(
-                grpc.StatusCode.RESOURCE_EXHAUSTED,
-                f"server busy: {self._pending_items} items pending, a queue limit of "
-                f"{self._max_pending_items} (--max-pending-items); retry in {RETRY_PUSHBACK_MS} ms",
-            )
+        self._admit(n_items)
         record["rubrics"] = [getattr(choice, "name", choice) for choice, _ in valid.selection]
-        self._pending_items += n_items
-        metrics.PENDING_ITEMS.set(self._pending_items)
         try:
             outcomes = await self._judge.score_request(valid)
         except UnservableRubric as error:
             raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from error
         finally:
-            self._pending_items -= n_items
-            metrics.PENDING_ITEMS.set(self._pending_items)
+            self._release(n_items)
         if not self._judge.engine.is_running:
             raise _Refused(grpc.StatusCode.UNAVAILABLE, ENGINE_DOWN)
         record["failed"] = sum(1 for outcome in outcomes if outcome.failure)
         _count(outcomes)
         results = [_result(item_id, outcome) for item_id, outcome in zip(valid.ids, outcomes)]
         return reward_pb2.ScoreResponse(results=results, judge_model=self._judge.judge_model)
+
+    async def ScoreGroups(self, request: reward_pb2.ScoreGroupsRequest, context) -> reward_pb2.ScoreGroupsResponse:
+        record = call_record()
+        record.update(call_id=uuid.uuid4().hex[:12], groups=len(request.groups))
+        try:
+            return await self._score_groups(request, record)
+        except _Refused as refused:
+            code, message = refused.code, refused.message
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # a bug: answered and logged as what it is, never as OK
+            code, message = grpc.StatusCode.INTERNAL, f"internal error: {type(error).__name__}: {error}"
+            log.exception("ScoreGroups call %s failed", record["call_id"])
+        pushback = (("grpc-retry-pushback-ms", str(RETRY_PUSHBACK_MS)),)
+        await context.abort(
+            code, message, trailing_metadata=pushback if code is grpc.StatusCode.RESOURCE_EXHAUSTED else ()
+        )
+
+    async def _score_groups(self, request: reward_pb2.ScoreGroupsRequest, record: dict):
+        if not self._judge.engine.is_running:
+            raise _Refused(grpc.StatusCode.UNAVAILABLE, ENGINE_DOWN)
+        try:
+            valid = validate_groups(request, self._judge.needs_reference, self._default_rubric, self._limits)
+        except RequestError as error:
+            raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from error
+        n_items = sum(len(group.completions) for group in request.groups)
+        self._admit(n_items)
+        record["rubrics"] = [getattr(choice, "name", choice) for choice, _ in valid.selection]
+        try:
+            results = await self._judge.score_groups(valid)
+        except UnservableRubric as error:
+            raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from error
+        finally:
+            self._release(n_items)
+        if not self._judge.engine.is_running:
+            raise _Refused(grpc.StatusCode.UNAVAILABLE, ENGINE_DOWN)
+        record["failed"] = sum(1 for result in results if result.failure)
+        return reward_pb2.ScoreGroupsResponse(
+            results=[group_result(group_id, result) for group_id, result in zip(valid.ids, results)],
+            judge_model=self._judge.judge_model,
+        )
+
+    def _admit(self, n_items: int) -> None:
+        """Counts items in, or refuses the call when the queue is full."""
+        if self._pending_items + n_items > self._max_pending_items:
+            raise _Refused(
+                grpc.StatusCode.RESOURCE_EXHAUSTED,
+                f"server busy: {self._pending_items} items pending, a queue limit of "
+                f"{self._max_pending_items} (--max-pending-items); retry in {RETRY_PUSHBACK_MS} ms",
+            )
+        self._pending_items += n_items
+        metrics.PENDING_ITEMS.set(self._pending_items)
+
+    def _release(self, n_items: int) -> None:
+        self._pending_items -= n_items
+        metrics.PENDING_ITEMS.set(self._pending_items)
 
     async def PrepareRubrics(
         self, request: reward_pb2.PrepareRubricsRequest, context
@@ -138,6 +191,41 @@ def _count(outcomes: list[ItemOutcome]) -> None:
                 metrics.LABEL_MASS.labels(item_score.scorer.name).observe(item_score.score.estimate.label_mass)
 
 
+def _error(failure: ItemFailure) -> reward_pb2.ItemError:
+    return reward_pb2.ItemError(
+        code=reward_pb2.ErrorCode.Value(f"ERROR_CODE_{failure.code}"), message=failure.message, field=failure.field
+    )
+
+
+def group_result(group_id: str, result: GroupResult) -> reward_pb2.GroupResult:
+    wire = reward_pb2.GroupResult(id=group_id)
+    if result.failure is not None:
+        wire.error.CopyFrom(_error(result.failure))
+        return wire
+    wire.schedule = _SCHEDULES[result.schedule]
+    for i, reward in enumerate(result.rewards):
+        completion = wire.completions.add(score_claims_removed=result.score_claims_removed[i])
+        failure = result.member_failures[i]
+        if failure is None:
+            completion.reward = reward
+        else:
+            completion.error.CopyFrom(_error(failure))
+    for per_rubric in result.per_rubric:
+        outcome = per_rubric.outcome
+        wire.rubrics.add(
+            rubric=per_rubric.rubric, content_hash=per_rubric.content_hash, rewards=outcome.rewards,
+            win_matrix=[math.nan if p is None else p for row in outcome.win_matrix for p in row],
+            position_consistency=_or_nan(outcome.position_consistency),
+            first_position_preference=_or_nan(outcome.first_position_preference),
+            label_mass=_or_nan(outcome.label_mass), win_entropy=_or_nan(outcome.win_entropy),
+        )
+    return wire
+
+
+def _or_nan(value: float | None) -> float:
+    return math.nan if value is None else value
+
+
 def _result(item_id: str, outcome: ItemOutcome) -> reward_pb2.ItemResult:
     result = reward_pb2.ItemResult(
         id=item_id, scores=[rubric_score(s) for s in outcome.scores],
@@ -146,13 +234,7 @@ def _result(item_id: str, outcome: ItemOutcome) -> reward_pb2.ItemResult:
     if outcome.failure is None:
         result.reward = outcome.reward
     else:
-        result.error.CopyFrom(
-            reward_pb2.ItemError(
-                code=reward_pb2.ErrorCode.Value(f"ERROR_CODE_{outcome.failure.code}"),
-                message=outcome.failure.message,
-                field=outcome.failure.field,
-            )
-        )
+        result.error.CopyFrom(_error(outcome.failure))
     return result
 
 

@@ -15,10 +15,12 @@ from dataclasses import dataclass
 
 from geval_client.pb import reward_pb2
 
+from .group_plan import DEFAULT_NEIGHBOURS, Group, Schedule
 from .prompts import ROLE_LABELS, JudgeInput, render_chat
 from .rubrics import Rubric, RubricError, rubric_from_dict
 from .scorers.base import ItemFailure
 from .scorers.read_mode import Logprobs, ReadMode, Reasoning, Sampling
+from .win_matrix import Aggregation
 
 CHAT_ROLES = tuple(ROLE_LABELS)
 MAX_SAMPLES = 64
@@ -223,7 +225,7 @@ def _item(i: int, item: reward_pb2.Item, needs_reference: list[str], limits: Lim
             _check_length(message.content, f"items[{i}].chat.messages[{j}].content", limits)
         _check_length(item.completion, f"items[{i}].completion", limits)
         _check_length(item.reference, f"items[{i}].reference", limits)
-        prompt = _prompt_text(i, item)
+        prompt = _prompt_text(f"items[{i}]", item)
         if not item.completion.strip():
             raise ItemFailure("INVALID_ARGUMENT", "must not be empty", f"items[{i}].completion")
         reference = item.reference if item.HasField("reference") else None
@@ -238,22 +240,104 @@ def _item(i: int, item: reward_pb2.Item, needs_reference: list[str], limits: Lim
         return ItemFailure(failure.code, f"{failure.field}: {failure.message}", failure.field)
 
 
-def _prompt_text(i: int, item: reward_pb2.Item) -> str:
+def _prompt_text(where: str, item: reward_pb2.Item | reward_pb2.Group) -> str:
     kind = item.WhichOneof("prompt")
     if kind == "text":
         if not item.text.strip():
-            raise ItemFailure("INVALID_ARGUMENT", "must not be empty", f"items[{i}].text")
+            raise ItemFailure("INVALID_ARGUMENT", "must not be empty", f"{where}.text")
         return item.text
     if kind == "chat":
         messages = item.chat.messages
         if not messages:
-            raise ItemFailure("INVALID_ARGUMENT", "must hold at least one message", f"items[{i}].chat.messages")
+            raise ItemFailure("INVALID_ARGUMENT", "must hold at least one message", f"{where}.chat.messages")
         for j, message in enumerate(messages):
             if message.role not in CHAT_ROLES:
                 raise ItemFailure(
                     "INVALID_ARGUMENT",
                     f"must be one of {list(CHAT_ROLES)}, got {_echo(message.role)}",
-                    f"items[{i}].chat.messages[{j}].role",
+                    f"{where}.chat.messages[{j}].role",
                 )
         return render_chat([(m.role, m.content) for m in messages])
-    raise ItemFailure("INVALID_ARGUMENT", "is required: set text or chat", f"items[{i}].prompt")
+    raise ItemFailure("INVALID_ARGUMENT", "is required: set text or chat", f"{where}.prompt")
+
+
+MAX_NEIGHBOURS = 64
+_SCHEDULES = {
+    reward_pb2.SCHEDULE_UNSPECIFIED: None, reward_pb2.SCHEDULE_ALL_PAIRS: Schedule.ALL_PAIRS,
+    reward_pb2.SCHEDULE_NEIGHBOURS: Schedule.NEIGHBOURS, reward_pb2.SCHEDULE_ANCHOR: Schedule.ANCHOR,
+}
+_AGGREGATIONS = {
+    reward_pb2.AGGREGATION_UNSPECIFIED: Aggregation.MEAN_WIN_PROBABILITY,
+    reward_pb2.AGGREGATION_MEAN_WIN_PROBABILITY: Aggregation.MEAN_WIN_PROBABILITY,
+    reward_pb2.AGGREGATION_BRADLEY_TERRY: Aggregation.BRADLEY_TERRY,
+}
+
+
+@dataclass(frozen=True)
+class ValidGroups:
+    groups: list[Group | ItemFailure]
+    ids: list[str]
+    selection: ChoiceSelection
+    schedule: Schedule | None
+    neighbours: int
+    aggregation: Aggregation
+
+
+def validate_groups(
+    request: reward_pb2.ScoreGroupsRequest, served: Mapping[str, bool], default_rubric: str, limits: Limits = Limits()
+) -> ValidGroups:
+    """A ScoreGroups request checked as Score checks items; the limit on items counts completions."""
+    if not request.groups:
+        raise RequestError("groups", "the batch is empty; send at least one group")
+    completions = sum(len(group.completions) for group in request.groups)
+    if completions > limits.max_items:
+        raise RequestError(
+            "groups", f"{completions} completions exceed the limit of {limits.max_items} per request "
+            "(--max-items-per-request); split the batch",
+        )
+    if request.schedule not in _SCHEDULES:
+        raise RequestError("schedule", f"unknown schedule {request.schedule}; known: {sorted(_SCHEDULES)}")
+    if request.aggregation not in _AGGREGATIONS:
+        raise RequestError("aggregation", f"unknown aggregation {request.aggregation}; known: {sorted(_AGGREGATIONS)}")
+    if request.neighbours > MAX_NEIGHBOURS:
+        raise RequestError("neighbours", f"must be at most {MAX_NEIGHBOURS}, got {request.neighbours}")
+    schedule = _SCHEDULES[request.schedule]
+    anchor = request.anchor if request.HasField("anchor") else None
+    if anchor is not None and schedule is not Schedule.ANCHOR:
+        raise RequestError("anchor", "is read only by SCHEDULE_ANCHOR")
+    if anchor is not None and (not anchor.strip() or len(anchor) > limits.max_field_chars):
+        raise RequestError("anchor", f"must be non-empty text of at most {limits.max_field_chars} characters "
+                           "(--max-field-chars)")
+    selection = _selection(request.rubrics, "rubrics", served, limits) or [(default_rubric, 1.0)]
+    referenced = [_name(c) for c, _ in selection if _needs_reference(c, served)]
+    groups = [_group(i, group, referenced, schedule, anchor, limits) for i, group in enumerate(request.groups)]
+    ids = [group.id or str(i) for i, group in enumerate(request.groups)]
+    return ValidGroups(groups, ids, selection, schedule, request.neighbours or DEFAULT_NEIGHBOURS,
+                       _AGGREGATIONS[request.aggregation])
+
+
+def _group(i: int, group: reward_pb2.Group, referenced: list[str], schedule: Schedule | None, anchor: str | None,
+           limits: Limits) -> Group | ItemFailure:
+    """A group as the judge reads it, or the failure of the whole group (its prompt or
+    reference at fault); a bad completion fails alone, in the judge."""
+    where = f"groups[{i}]"
+    try:
+        if not group.completions:
+            raise ItemFailure("INVALID_ARGUMENT", "must hold at least one completion", f"{where}.completions")
+        for j, completion in enumerate(group.completions):
+            _check_length(completion, f"{where}.completions[{j}]", limits)
+        _check_length(group.text, f"{where}.text", limits)
+        for j, message in enumerate(group.chat.messages):
+            _check_length(message.content, f"{where}.chat.messages[{j}].content", limits)
+        _check_length(group.reference, f"{where}.reference", limits)
+        prompt = _prompt_text(where, group)
+        reference = group.reference if group.HasField("reference") else None
+        if referenced and not (reference or "").strip():
+            raise ItemFailure("INVALID_ARGUMENT", f"is required by rubric(s) {referenced} and must not be empty",
+                              f"{where}.reference")
+        if schedule is Schedule.ANCHOR and anchor is None and not (reference or "").strip():
+            raise ItemFailure("INVALID_ARGUMENT", "is the anchor of SCHEDULE_ANCHOR (no request anchor is set) and "
+                              "must not be empty", f"{where}.reference")
+        return Group(prompt, list(group.completions), reference, anchor if anchor is not None else reference)
+    except ItemFailure as failure:
+        return ItemFailure(failure.code, f"{failure.field}: {failure.message}", failure.field)

@@ -26,9 +26,9 @@ def test_one_injection_of_each_kind_is_scored_as_an_ordinary_item(client):
     results = client.score([make_item(ARTICLE, c) for c in completions], rubrics=["summeval-coherence"])
     assert len(results) == len(corpus)
     for entry, result in zip(corpus, results):
-        assert not result.HasField("error"), (entry.id, result.error.message)
+        assert result.ok, (entry.id, result.error.message)
         score = result.scores[0]
-        assert sum(p.probability for p in score.distribution) == pytest.approx(1.0, abs=1e-6)
+        assert sum(score.distribution.values()) == pytest.approx(1.0, abs=1e-6)
         assert 0.0 <= result.reward <= 1.0 and score.label_mass > 0.0
 
 
@@ -41,9 +41,7 @@ def test_a_boundary_tag_scores_exactly_as_its_escaped_spelling(client):
         [make_item(ARTICLE, hostile), make_item(ARTICLE, escaped)], rubrics=["summeval-coherence"]
     )
     assert plain.reward == pre_escaped.reward
-    assert [p.probability for p in plain.scores[0].distribution] == [
-        p.probability for p in pre_escaped.scores[0].distribution
-    ]
+    assert plain.scores[0].distribution == pre_escaped.scores[0].distribution
 
 
 def test_a_score_claim_is_blanked_on_the_server_and_counted_in_the_result(client):

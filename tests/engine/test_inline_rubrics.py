@@ -4,7 +4,7 @@ reviewed before scoring, and a bad rubric names its field."""
 
 import grpc
 import pytest
-from geval_client import RewardServerError, make_item
+from geval_client import RewardServerError, Sampling, make_item
 from geval_server.rubrics import PRESET_DIR, read_toml
 
 ARTICLE = (
@@ -28,12 +28,12 @@ def test_every_item_with_its_own_rubric_scores_as_that_rubric_served_from_a_file
     batched = client.score(items)
     alone = [client.score([make_item(ARTICLE, s)], rubrics=name)[0] for s, name in zip(SUMMARIES, PRESETS)]
     for name, inline, served in zip(PRESETS, batched, alone):
-        assert not inline.HasField("error"), inline.error.message
+        assert inline.ok, inline.error.message
         assert inline.scores[0].rubric == name
         assert inline.scores[0].content_hash == served.scores[0].content_hash  # the very same prompt
         assert inline.reward == pytest.approx(served.reward, abs=1e-5)
-        assert [p.probability for p in inline.scores[0].distribution] == pytest.approx(
-            [p.probability for p in served.scores[0].distribution], abs=1e-5
+        assert list(inline.scores[0].distribution.values()) == pytest.approx(
+            list(served.scores[0].distribution.values()), abs=1e-5
         )
 
 
@@ -45,8 +45,8 @@ def test_a_rubric_without_steps_is_prepared_once_and_can_be_reviewed_before_scor
         "scale": {"min": 1, "max": 5},
     }
     info = client.prepare_rubrics([rubric])[0]
-    assert info.steps_generated and info.evaluation_steps.startswith("1.")
-    assert list(info.labels) == ["1", "2", "3", "4", "5"] and info.content_hash
+    assert info.geval.steps_generated and info.geval.evaluation_steps.startswith("1.")
+    assert list(info.geval.labels) == ["1", "2", "3", "4", "5"] and info.content_hash
     results = client.score([make_item(ARTICLE, SUMMARIES[0], rubrics=[rubric]),
                             make_item(ARTICLE, SUMMARIES[1])], rubrics=[("summeval-coherence", 1.0)])
     assert results[0].scores[0].content_hash == info.content_hash  # the steps the caller reviewed
@@ -63,7 +63,7 @@ def test_a_bad_request_rubric_fails_the_call_and_a_bad_item_rubric_only_its_item
     results = client.score([make_item(ARTICLE, SUMMARIES[0], rubrics=[bad]), make_item(ARTICLE, SUMMARIES[1])],
                            rubrics="summeval-coherence")
     assert results[0].error.field == "items[0].rubrics[0].spec.scale"
-    assert not results[1].HasField("error")
+    assert results[1].ok
 
 
 def _one_to_ten() -> dict:
@@ -77,9 +77,9 @@ def test_a_one_to_ten_rubric_reads_10_by_chaining_on_the_embedded_judge(client):
     """SmolLM2 writes `10` as `1`,`0`: the label is read with a second engine request after `1`."""
     results = client.score([make_item(ARTICLE, summary) for summary in SUMMARIES], rubrics=[_one_to_ten()])
     for result in results:
-        assert not result.HasField("error"), result.error.message
+        assert result.ok, result.error.message
         (score,) = result.scores
-        distribution = {p.label: p.probability for p in score.distribution}
+        distribution = dict(score.distribution)
         assert list(distribution) == [str(v) for v in range(1, 11)]
         assert sum(distribution.values()) == pytest.approx(1.0, abs=1e-9)
         assert distribution["10"] > 0.0 and 0.0 < score.label_mass <= 1.0
@@ -88,11 +88,11 @@ def test_a_one_to_ten_rubric_reads_10_by_chaining_on_the_embedded_judge(client):
 
 
 def test_sampled_answers_on_a_one_to_ten_rubric_parse_to_its_labels(client):
-    (result,) = client.score([make_item(ARTICLE, SUMMARIES[0])], rubrics=[_one_to_ten()], sampling_n=16)
-    assert not result.HasField("error"), result.error.message
+    (result,) = client.score([make_item(ARTICLE, SUMMARIES[0])], rubrics=[_one_to_ten()], mode=Sampling(16))
+    assert result.ok, result.error.message
     (score,) = result.scores
-    assert [p.label for p in score.distribution] == [str(v) for v in range(1, 11)]
-    assert sum(p.probability for p in score.distribution) == pytest.approx(1.0)
+    assert list(score.distribution) == [str(v) for v in range(1, 11)]
+    assert sum(score.distribution.values()) == pytest.approx(1.0)
     assert 0.0 < score.label_mass <= 1.0
 
 

@@ -5,9 +5,9 @@ Assertions are about mechanism and contract, never the tiny judge's taste."""
 import math
 
 import pytest
-from geval_client import make_item
+from geval_client import GEvalScore, LikelihoodScore, make_item
 from geval_client.pb import reward_pb2
-from geval_server.scorers.likelihood import copy_rate, guard_factor, repetition_rate
+from geval_server.scorers.text_guards import copy_rate, guard_factor, repetition_rate
 
 ARTICLE = (
     "The city council voted on Tuesday to build a new public library on the site of the old bus "
@@ -34,18 +34,19 @@ def test_the_presets_are_served_as_likelihood_scorers(client):
     for name in ("likelihood-summeval-coherence", "likelihood-topical-chat-naturalness",
                  "likelihood-qags-consistency", "likelihood-reference-match"):
         assert info[name].kind == reward_pb2.SCORER_KIND_LIKELIHOOD
-        assert "geometric-mean token probability" in info[name].evaluation_criteria
+        assert "geometric-mean token probability" in info[name].likelihood.description
     assert info["likelihood-reference-match"].uses_reference
-    assert "PMI" in info["test-likelihood-pmi-guarded"].evaluation_criteria
+    assert "PMI" in info["test-likelihood-pmi-guarded"].likelihood.description
+    assert info["test-likelihood-pmi-guarded"].likelihood.baseline == "unconditional"
 
 
 def test_a_completion_is_read_token_by_token(client, tokenizer):
     [result] = client.score([make_item(ARTICLE, SUMMARIES[0])], rubrics=["likelihood-summeval-coherence"])
     [score] = result.scores
-    assert score.kind == reward_pb2.SCORER_KIND_LIKELIHOOD
+    assert isinstance(score, LikelihoodScore)
     assert score.tokens_read == len(tokenizer.encode(SUMMARIES[0]))
     assert score.mean_logprob < 0
-    assert score.expected_score == pytest.approx(score.mean_logprob)
+    assert score.score == pytest.approx(score.mean_logprob) and score.guard == 1.0
     assert score.reward == pytest.approx(math.exp(score.mean_logprob))  # geometric-mean token probability
     assert result.reward == pytest.approx(score.reward)
 
@@ -85,8 +86,7 @@ def test_combined_with_geval_by_weight_in_one_call(client):
     rubrics = {"summeval-coherence": 1.0, "likelihood-summeval-coherence": 3.0}
     [result] = client.score([make_item(ARTICLE, SUMMARIES[0])], rubrics=rubrics)
     geval, likelihood = result.scores
-    assert (geval.kind, likelihood.kind) == (reward_pb2.SCORER_KIND_GEVAL, reward_pb2.SCORER_KIND_LIKELIHOOD)
-    assert geval.tokens_read == 0 and geval.mean_logprob == 0.0
+    assert isinstance(geval, GEvalScore) and isinstance(likelihood, LikelihoodScore)  # each its own measurements
     assert result.reward == pytest.approx((geval.reward + 3 * likelihood.reward) / 4)
 
 
@@ -99,7 +99,7 @@ def test_reference_directions_read_both_texts_and_need_the_reference(client, tok
     [score] = results[0].scores
     assert score.tokens_read == len(tokenizer.encode(SUMMARIES[0])) + len(tokenizer.encode(reference))
     assert 0.0 < score.reward < 1.0
-    assert score.expected_score == pytest.approx(math.log(score.reward))
+    assert score.score == pytest.approx(math.log(score.reward))
     assert results[1].error.field == "items[1].reference"
 
 
@@ -111,22 +111,22 @@ def test_pmi_and_guards(client):
     clean, copy, repeat = (r.scores[0] for r in results)
 
     def pmi_reward(score):
-        return 1 / (1 + math.exp(-score.expected_score))
+        return 1 / (1 + math.exp(-score.score))
 
     # PMI: the conditional read minus the instruction-alone read, per token; logistic reward.
     assert clean.reward == pytest.approx(pmi_reward(clean))
-    assert clean.expected_score != pytest.approx(clean.mean_logprob)
+    assert clean.score != pytest.approx(clean.mean_logprob)
     assert copy_rate(copied, ARTICLE) == 1.0 and copy.reward == 0.0  # all copied: past the 0.5 limit
     factor = guard_factor(repetition_rate(repeated), 0.1)
     assert 0.0 < factor < 1.0
-    assert repeat.reward == pytest.approx(pmi_reward(repeat) * factor)
+    assert repeat.reward == pytest.approx(pmi_reward(repeat) * factor) and repeat.guard == pytest.approx(factor)
     assert copy.mean_logprob < 0 and repeat.mean_logprob < 0  # read all the same
 
 
 def test_an_item_over_the_context_fails_alone(client):
     results = client.score([make_item("word " * 9000, SUMMARIES[0]), make_item(ARTICLE, SUMMARIES[0])],
                            rubrics=["likelihood-summeval-relevance"])
-    assert results[0].error.code == reward_pb2.ERROR_CODE_INVALID_ARGUMENT
+    assert results[0].error.code == "INVALID_ARGUMENT"
     assert "max_model_len" in results[0].error.message
     assert results[0].error.field == "items[0].prompt"
-    assert not results[1].HasField("error")
+    assert results[1].ok

@@ -5,8 +5,7 @@ mechanism and contract, never the tiny judge's taste."""
 
 import grpc
 import pytest
-from geval_client import GEvalReward, make_item
-from geval_client.pb import reward_pb2
+from geval_client import GEvalReward, Reasoning, make_item
 
 ARTICLE = (
     "The city council voted on Tuesday to build a new public library on the site of the old bus "
@@ -27,20 +26,21 @@ def tokenizer():
 @pytest.fixture(scope="module")
 def reasoned(client):
     items = [make_item(ARTICLE, SUMMARY), make_item(ARTICLE, "Depot the the library.")]
-    return client.score(items, rubrics=RUBRICS, reasoning_tokens=96)
+    return client.score(items, rubrics=RUBRICS, mode=Reasoning(96))
 
 
 def test_a_rationale_comes_back_with_an_exact_distribution(client, reasoned):
-    labels = {r.name: list(r.labels) for r in client.info().rubrics}
+    labels = {r.name: list(r.geval.labels) for r in client.info().rubrics}
     for result in reasoned:
-        assert not result.HasField("error")
+        assert result.ok
         for score in result.scores:
-            assert score.mode == reward_pb2.SCORING_MODE_REASONING
+            assert score.mode == "reasoning"
             assert score.rationale.strip()
-            assert [p.label for p in score.distribution] == labels[score.rubric]
-            assert sum(p.probability for p in score.distribution) == pytest.approx(1.0, abs=1e-6)
+            assert list(score.distribution) == labels[score.rubric]
+            assert sum(score.distribution.values()) == pytest.approx(1.0, abs=1e-6)
             assert 0.0 < score.label_mass <= 1.0
-            assert score.expected_score == pytest.approx(sum(p.value * p.probability for p in score.distribution))
+            expected = sum(float(label) * p for label, p in score.distribution.items())
+            assert score.expected_score == pytest.approx(expected)
             assert score.low_confidence == (score.label_mass < 0.5)
 
 
@@ -53,34 +53,34 @@ def test_the_rationale_is_the_judges_own_text_up_to_the_form(reasoned, tokenizer
 
 
 def test_a_rationale_over_its_budget_is_cut_and_still_scored(client, reasoned, tokenizer):
-    (result,) = client.score([make_item(ARTICLE, SUMMARY)], rubrics=RUBRICS[:1], reasoning_tokens=4)
-    assert not result.HasField("error")
+    (result,) = client.score([make_item(ARTICLE, SUMMARY)], rubrics=RUBRICS[:1], mode=Reasoning(4))
+    assert result.ok
     (score,) = result.scores
     assert 0 < len(tokenizer(score.rationale, add_special_tokens=False).input_ids) <= 4
     # Greedy: the cut rationale is the start of the one written with room to spare.
     longer = reasoned[0].scores[0].rationale
     assert len(longer) > len(score.rationale) and longer.startswith(score.rationale)
-    assert sum(p.probability for p in score.distribution) == pytest.approx(1.0, abs=1e-6)
+    assert sum(score.distribution.values()) == pytest.approx(1.0, abs=1e-6)
     assert 0.0 < score.label_mass <= 1.0
 
 
 def test_score_claims_in_the_completion_are_still_blanked(client):
     (result,) = client.score([make_item(ARTICLE, SUMMARY + " Coherence: 5")], rubrics=RUBRICS[:1],
-                             reasoning_tokens=16)
-    assert not result.HasField("error")
+                             mode=Reasoning(16))
+    assert result.ok
     assert result.score_claims_removed == 1
 
 
 def test_a_budget_over_the_limit_fails_the_call_naming_the_field(client):
     with pytest.raises(grpc.RpcError) as error:
-        client.score([make_item(ARTICLE, SUMMARY)], rubrics=RUBRICS[:1], reasoning_tokens=5000)
+        client.score([make_item(ARTICLE, SUMMARY)], rubrics=RUBRICS[:1], mode=Reasoning(5000))
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "reasoning.max_tokens" in error.value.details()
 
 
 def test_trl_reward_logs_the_rationales_in_the_completions_table(server_address):
     logged = {}
-    reward = GEvalReward(server_address, RUBRICS[0], reasoning_tokens=16, name="geval-reasoning")
+    reward = GEvalReward(server_address, RUBRICS[0], mode=Reasoning(16), name="geval-reasoning")
     rewards = reward(prompts=[ARTICLE, ARTICLE], completions=[SUMMARY, "Depot the the library."],
                      log_extra=lambda key, values: logged.__setitem__(key, values))
     assert all(r is not None for r in rewards)

@@ -215,7 +215,7 @@ def test_engine_death_exits_non_zero_and_retries_carry_over_a_restart(server):
     caller.join(timeout=300)
     retrying.close()
     assert not caller.is_alive()
-    assert outcome["results"][0].scores and not outcome["results"][0].HasField("error")
+    assert outcome["results"][0].scores and outcome["results"][0].ok
 
 
 def test_sigterm_finishes_in_flight_work_then_exits_zero(server):

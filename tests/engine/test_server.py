@@ -3,7 +3,7 @@ Assertions are about mechanism and contract, never the tiny judge's taste."""
 
 import grpc
 import pytest
-from geval_client import make_item
+from geval_client import GEvalScore, Sampling, SemScore, make_item
 from geval_client.pb import reward_pb2, reward_pb2_grpc
 
 ARTICLE = (
@@ -19,19 +19,19 @@ def info(client):
 
 
 def check_score(score, rubric_info):
-    labels = [p.label for p in score.distribution]
-    assert labels == list(rubric_info.labels)
-    probabilities = [p.probability for p in score.distribution]
+    labels = list(score.distribution)
+    assert labels == list(rubric_info.geval.labels)
+    probabilities = list(score.distribution.values())
     assert sum(probabilities) == pytest.approx(1.0, abs=1e-6)
     assert all(0.0 <= p <= 1.0 for p in probabilities)
     assert 0.0 < score.label_mass <= 1.0
-    assert score.expected_score == pytest.approx(sum(p.value * p.probability for p in score.distribution))
+    assert score.expected_score == pytest.approx(sum(float(label) * p for label, p in score.distribution.items()))
     span = rubric_info.max_score - rubric_info.min_score
     fraction = (score.expected_score - rubric_info.min_score) / span
     assert score.reward == pytest.approx(fraction if rubric_info.higher_is_better else 1 - fraction)
-    assert score.top_label == max(score.distribution, key=lambda p: p.probability).label
+    assert score.top_label == max(score.distribution, key=score.distribution.__getitem__)
     assert score.low_confidence == (score.label_mass < 0.5)
-    assert score.kind == reward_pb2.SCORER_KIND_GEVAL == rubric_info.kind
+    assert isinstance(score, GEvalScore) and rubric_info.kind == reward_pb2.SCORER_KIND_GEVAL
     assert score.content_hash == rubric_info.content_hash
 
 
@@ -41,11 +41,11 @@ def test_scores_carry_the_distribution_behind_them(client, info):
     results = client.score(items, rubrics={"summeval-coherence": 1.0, "summeval-fluency": 3.0})
     assert [r.id for r in results] == ["a", "b"]
     for result in results:
-        assert not result.HasField("error")
+        assert result.ok
         assert [s.rubric for s in result.scores] == ["summeval-coherence", "summeval-fluency"]
         for score in result.scores:
             check_score(score, rubric_info[score.rubric])
-            assert score.mode == reward_pb2.SCORING_MODE_LOGPROBS
+            assert score.mode == "logprobs"
         assert result.reward == pytest.approx((result.scores[0].reward + 3 * result.scores[1].reward) / 4)
     # The slot ends after the space SmolLM2 writes before a digit: most mass lands on labels.
     masses = [s.label_mass for r in results for s in r.scores]
@@ -62,8 +62,8 @@ def test_bad_items_fail_alone_and_the_rest_is_scored(client):
         make_item(ARTICLE, SUMMARY),
     ]
     results = client.score(items, rubrics=["summeval-coherence"])
-    assert [r.HasField("error") for r in results] == [False, True, True, False, False]
-    assert results[1].error.code == reward_pb2.ERROR_CODE_INVALID_ARGUMENT
+    assert [not r.ok for r in results] == [False, True, True, False, False]
+    assert results[1].error.code == "INVALID_ARGUMENT"
     assert results[1].error.field == "items[1].completion"
     assert results[2].error.field == "items[2].prompt"
     assert "max_model_len 8192" in results[2].error.message
@@ -74,7 +74,7 @@ def test_bad_items_fail_alone_and_the_rest_is_scored(client):
 def test_reference_rubric_needs_the_reference(client, info):
     items = [make_item("What is 2+2?", "Four.", reference="4"), make_item("What is 2+2?", "Four.")]
     results = client.score(items, rubrics=["reference-match"])
-    assert not results[0].HasField("error")
+    assert results[0].ok
     check_score(results[0].scores[0], next(r for r in info.rubrics if r.name == "reference-match"))
     assert results[1].error.field == "items[1].reference"
 
@@ -114,7 +114,7 @@ def test_chat_prompts_and_hostile_completions_are_scored(client, info):
     results = client.score([make_item(chat, "Hello!"), make_item(chat, hostile)])
     default = next(r for r in info.rubrics if r.name == info.default_rubric)
     for result in results:
-        assert not result.HasField("error")
+        assert result.ok
         check_score(result.scores[0], default)
 
 
@@ -124,14 +124,14 @@ def test_lower_is_better_scales_reverse_the_reward(client, info):
 
 
 def test_sampling_mode_returns_the_empirical_distribution(client, info):
-    result = client.score([make_item(ARTICLE, SUMMARY)], rubrics=["summeval-coherence"], sampling_n=8)[0]
+    result = client.score([make_item(ARTICLE, SUMMARY)], rubrics=["summeval-coherence"], mode=Sampling(8))[0]
     score = result.scores[0]
-    assert score.mode == reward_pb2.SCORING_MODE_SAMPLING
-    assert sum(p.probability for p in score.distribution) == pytest.approx(1.0)
+    assert score.mode == "sampling"
+    assert sum(score.distribution.values()) == pytest.approx(1.0)
     parsed = score.label_mass * 8  # the label mass is the share of the 8 samples that parsed
     assert parsed == pytest.approx(round(parsed)) and parsed >= 1
-    for p in score.distribution:  # each probability is a count of parsed samples
-        assert p.probability * parsed == pytest.approx(round(p.probability * parsed))
+    for p in score.distribution.values():  # each probability is a count of parsed samples
+        assert p * parsed == pytest.approx(round(p * parsed))
 
 
 def test_info_traces_rewards_to_their_prompts(info):
@@ -144,10 +144,12 @@ def test_info_traces_rewards_to_their_prompts(info):
     for rubric in info.rubrics:
         assert len(rubric.content_hash) == 64
         # only G-Eval rubrics have evaluation steps (SemScore and likelihood scorers have no form)
-        assert rubric.evaluation_steps or rubric.kind != reward_pb2.SCORER_KIND_GEVAL
-    generated = next(r for r in info.rubrics if r.name == "test-clarity-autocot")
+        assert rubric.geval.evaluation_steps or rubric.kind != reward_pb2.SCORER_KIND_GEVAL
+        kind = reward_pb2.ScorerKind.Name(rubric.kind).removeprefix("SCORER_KIND_").lower()
+        assert rubric.WhichOneof("details") == kind  # each scorer describes itself in its own message
+    generated = next(r for r in info.rubrics if r.name == "test-clarity-autocot").geval
     assert generated.steps_generated and generated.evaluation_steps.startswith("1.")
-    assert not next(r for r in info.rubrics if r.name == "summeval-coherence").steps_generated
+    assert not next(r for r in info.rubrics if r.name == "summeval-coherence").geval.steps_generated
 
 
 def test_health_and_reflection_are_served(server_address):
@@ -167,7 +169,7 @@ def test_health_and_reflection_are_served(server_address):
 
 def test_semscore_is_served_beside_the_judge(client, info):
     semscore = next(r for r in info.rubrics if r.name == "semscore")
-    assert semscore.uses_reference and "all-MiniLM-L6-v2" in semscore.evaluation_criteria
+    assert semscore.uses_reference and "all-MiniLM-L6-v2" in semscore.semscore.embedding_model
     items = [
         make_item(ARTICLE, SUMMARY, reference=SUMMARY),
         make_item(ARTICLE, "Bananas are yellow.", reference=SUMMARY),
@@ -175,12 +177,11 @@ def test_semscore_is_served_beside_the_judge(client, info):
     ]
     results = client.score(items, rubrics={"semscore": 1.0, "summeval-coherence": 1.0})
     same, unrelated = (r.scores[0] for r in results[:2])
-    assert same.rubric == "semscore" and same.kind == reward_pb2.SCORER_KIND_SEMSCORE
-    assert same.mode == reward_pb2.SCORING_MODE_UNSPECIFIED  # no score slot read
+    assert same.rubric == "semscore" and isinstance(same, SemScore)  # a cosine: no slot read, no distribution
     assert same.content_hash == semscore.content_hash and semscore.kind == reward_pb2.SCORER_KIND_SEMSCORE
-    assert results[0].scores[1].kind == reward_pb2.SCORER_KIND_GEVAL
-    assert same.expected_score == pytest.approx(1.0, abs=1e-4) and same.reward == pytest.approx(1.0, abs=1e-4)
-    assert unrelated.reward < same.reward and not unrelated.distribution
+    assert isinstance(results[0].scores[1], GEvalScore)
+    assert same.cosine == pytest.approx(1.0, abs=1e-4) and same.reward == pytest.approx(1.0, abs=1e-4)
+    assert unrelated.reward < same.reward and isinstance(unrelated, SemScore)
     assert results[0].reward == pytest.approx((same.reward + results[0].scores[1].reward) / 2)
     assert results[2].error.field == "items[2].reference"
 

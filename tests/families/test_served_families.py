@@ -77,8 +77,8 @@ def _transformers_scores(checkpoint, rubric: dict):
     """What the checkpoint itself gives for each of ITEMS under `rubric`, read in transformers
     with the server's prompt and label plan: (content hash, [(label distribution, label mass)])."""
     import torch
-    from geval_server.scorers.geval import prepare_rubric
     from geval_server.expected_score import estimate
+    from geval_server.scorers.geval import prepare_rubric
 
     tokenization, vocabulary, model = _in_transformers(checkpoint)
     parsed = rubric_from_dict(rubric, "test")
@@ -103,11 +103,11 @@ def test_one_to_five_and_one_to_ten_rubrics_score_as_the_checkpoint_reads_them(s
     results = client.score([make_item(prompt, completion) for prompt, completion in ITEMS], rubrics=RUBRICS)
     expected_scores = {rubric["name"]: _transformers_scores(checkpoint, rubric) for rubric in RUBRICS}
     for item_index, result in enumerate(results):
-        assert not result.HasField("error"), f"{name}: {result.error.message}"
+        assert result.ok, f"{name}: {result.error.message}"
         assert [score.rubric for score in result.scores] == ["clarity-1-5", "clarity-1-10"]
         for rubric, score in zip(RUBRICS, result.scores):
             top = rubric["scale"]["max"]
-            served_distribution = {p.label: p.probability for p in score.distribution}
+            served_distribution = score.distribution
             assert list(served_distribution) == [str(v) for v in range(1, top + 1)], name
             assert sum(served_distribution.values()) == pytest.approx(1.0, abs=1e-9)
             assert 0.0 < score.label_mass <= 1.0

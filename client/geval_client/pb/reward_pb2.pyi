@@ -28,6 +28,19 @@ class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ERROR_CODE_RESOURCE_EXHAUSTED: _ClassVar[ErrorCode]
     ERROR_CODE_INTERNAL: _ClassVar[ErrorCode]
     ERROR_CODE_UNAVAILABLE: _ClassVar[ErrorCode]
+
+class Schedule(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SCHEDULE_UNSPECIFIED: _ClassVar[Schedule]
+    SCHEDULE_ALL_PAIRS: _ClassVar[Schedule]
+    SCHEDULE_NEIGHBOURS: _ClassVar[Schedule]
+    SCHEDULE_ANCHOR: _ClassVar[Schedule]
+
+class Aggregation(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    AGGREGATION_UNSPECIFIED: _ClassVar[Aggregation]
+    AGGREGATION_MEAN_WIN_PROBABILITY: _ClassVar[Aggregation]
+    AGGREGATION_BRADLEY_TERRY: _ClassVar[Aggregation]
 SCORING_MODE_UNSPECIFIED: ScoringMode
 SCORING_MODE_LOGPROBS: ScoringMode
 SCORING_MODE_SAMPLING: ScoringMode
@@ -41,6 +54,13 @@ ERROR_CODE_INVALID_ARGUMENT: ErrorCode
 ERROR_CODE_RESOURCE_EXHAUSTED: ErrorCode
 ERROR_CODE_INTERNAL: ErrorCode
 ERROR_CODE_UNAVAILABLE: ErrorCode
+SCHEDULE_UNSPECIFIED: Schedule
+SCHEDULE_ALL_PAIRS: Schedule
+SCHEDULE_NEIGHBOURS: Schedule
+SCHEDULE_ANCHOR: Schedule
+AGGREGATION_UNSPECIFIED: Aggregation
+AGGREGATION_MEAN_WIN_PROBABILITY: Aggregation
+AGGREGATION_BRADLEY_TERRY: Aggregation
 
 class ChatMessage(_message.Message):
     __slots__ = ("role", "content")
@@ -239,6 +259,88 @@ class ScoreResponse(_message.Message):
     results: _containers.RepeatedCompositeFieldContainer[ItemResult]
     judge_model: str
     def __init__(self, results: _Optional[_Iterable[_Union[ItemResult, _Mapping]]] = ..., judge_model: _Optional[str] = ...) -> None: ...
+
+class Group(_message.Message):
+    __slots__ = ("id", "text", "chat", "completions", "reference")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    CHAT_FIELD_NUMBER: _ClassVar[int]
+    COMPLETIONS_FIELD_NUMBER: _ClassVar[int]
+    REFERENCE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    text: str
+    chat: Conversation
+    completions: _containers.RepeatedScalarFieldContainer[str]
+    reference: str
+    def __init__(self, id: _Optional[str] = ..., text: _Optional[str] = ..., chat: _Optional[_Union[Conversation, _Mapping]] = ..., completions: _Optional[_Iterable[str]] = ..., reference: _Optional[str] = ...) -> None: ...
+
+class ScoreGroupsRequest(_message.Message):
+    __slots__ = ("groups", "rubrics", "schedule", "neighbours", "aggregation", "anchor")
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    RUBRICS_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    NEIGHBOURS_FIELD_NUMBER: _ClassVar[int]
+    AGGREGATION_FIELD_NUMBER: _ClassVar[int]
+    ANCHOR_FIELD_NUMBER: _ClassVar[int]
+    groups: _containers.RepeatedCompositeFieldContainer[Group]
+    rubrics: _containers.RepeatedCompositeFieldContainer[RubricSelection]
+    schedule: Schedule
+    neighbours: int
+    aggregation: Aggregation
+    anchor: str
+    def __init__(self, groups: _Optional[_Iterable[_Union[Group, _Mapping]]] = ..., rubrics: _Optional[_Iterable[_Union[RubricSelection, _Mapping]]] = ..., schedule: _Optional[_Union[Schedule, str]] = ..., neighbours: _Optional[int] = ..., aggregation: _Optional[_Union[Aggregation, str]] = ..., anchor: _Optional[str] = ...) -> None: ...
+
+class CompletionResult(_message.Message):
+    __slots__ = ("reward", "error", "score_claims_removed")
+    REWARD_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    SCORE_CLAIMS_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    reward: float
+    error: ItemError
+    score_claims_removed: int
+    def __init__(self, reward: _Optional[float] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ..., score_claims_removed: _Optional[int] = ...) -> None: ...
+
+class GroupRubricResult(_message.Message):
+    __slots__ = ("rubric", "content_hash", "rewards", "win_matrix", "position_consistency", "first_position_preference", "label_mass", "win_entropy")
+    RUBRIC_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
+    REWARDS_FIELD_NUMBER: _ClassVar[int]
+    WIN_MATRIX_FIELD_NUMBER: _ClassVar[int]
+    POSITION_CONSISTENCY_FIELD_NUMBER: _ClassVar[int]
+    FIRST_POSITION_PREFERENCE_FIELD_NUMBER: _ClassVar[int]
+    LABEL_MASS_FIELD_NUMBER: _ClassVar[int]
+    WIN_ENTROPY_FIELD_NUMBER: _ClassVar[int]
+    rubric: str
+    content_hash: str
+    rewards: _containers.RepeatedScalarFieldContainer[float]
+    win_matrix: _containers.RepeatedScalarFieldContainer[float]
+    position_consistency: float
+    first_position_preference: float
+    label_mass: float
+    win_entropy: float
+    def __init__(self, rubric: _Optional[str] = ..., content_hash: _Optional[str] = ..., rewards: _Optional[_Iterable[float]] = ..., win_matrix: _Optional[_Iterable[float]] = ..., position_consistency: _Optional[float] = ..., first_position_preference: _Optional[float] = ..., label_mass: _Optional[float] = ..., win_entropy: _Optional[float] = ...) -> None: ...
+
+class GroupResult(_message.Message):
+    __slots__ = ("id", "completions", "rubrics", "schedule", "error")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    COMPLETIONS_FIELD_NUMBER: _ClassVar[int]
+    RUBRICS_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    completions: _containers.RepeatedCompositeFieldContainer[CompletionResult]
+    rubrics: _containers.RepeatedCompositeFieldContainer[GroupRubricResult]
+    schedule: Schedule
+    error: ItemError
+    def __init__(self, id: _Optional[str] = ..., completions: _Optional[_Iterable[_Union[CompletionResult, _Mapping]]] = ..., rubrics: _Optional[_Iterable[_Union[GroupRubricResult, _Mapping]]] = ..., schedule: _Optional[_Union[Schedule, str]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ...) -> None: ...
+
+class ScoreGroupsResponse(_message.Message):
+    __slots__ = ("results", "judge_model")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    JUDGE_MODEL_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[GroupResult]
+    judge_model: str
+    def __init__(self, results: _Optional[_Iterable[_Union[GroupResult, _Mapping]]] = ..., judge_model: _Optional[str] = ...) -> None: ...
 
 class PrepareRubricsRequest(_message.Message):
     __slots__ = ("rubrics",)

@@ -39,6 +39,11 @@ class RewardServiceStub:
                 request_serializer=geval_dot_reward_dot_v1_dot_reward__pb2.ScoreRequest.SerializeToString,
                 response_deserializer=geval_dot_reward_dot_v1_dot_reward__pb2.ScoreResponse.FromString,
                 _registered_method=True)
+        self.ScoreGroups = channel.unary_unary(
+                '/geval.reward.v1.RewardService/ScoreGroups',
+                request_serializer=geval_dot_reward_dot_v1_dot_reward__pb2.ScoreGroupsRequest.SerializeToString,
+                response_deserializer=geval_dot_reward_dot_v1_dot_reward__pb2.ScoreGroupsResponse.FromString,
+                _registered_method=True)
         self.PrepareRubrics = channel.unary_unary(
                 '/geval.reward.v1.RewardService/PrepareRubrics',
                 request_serializer=geval_dot_reward_dot_v1_dot_reward__pb2.PrepareRubricsRequest.SerializeToString,
@@ -59,6 +64,17 @@ class RewardServiceServicer:
         scored carry an error of their own; the rest of the batch is still scored.
         The whole call fails (INVALID_ARGUMENT) only when the request itself is
         unusable: no items, an unknown rubric, bad weights or sampling options.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ScoreGroups(self, request, context):
+        """Judges each group (one prompt's completions, a GRPO/RLOO group) within
+        itself: pairs of completions compared by the judge on each rubric, every
+        pair read in both orders so the reward cannot depend on where a completion
+        was placed, aggregated into one reward per completion. Same limits,
+        per-item errors and statuses as Score; G-Eval rubrics only.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -89,6 +105,11 @@ def add_RewardServiceServicer_to_server(servicer, server):
                     servicer.Score,
                     request_deserializer=geval_dot_reward_dot_v1_dot_reward__pb2.ScoreRequest.FromString,
                     response_serializer=geval_dot_reward_dot_v1_dot_reward__pb2.ScoreResponse.SerializeToString,
+            ),
+            'ScoreGroups': grpc.unary_unary_rpc_method_handler(
+                    servicer.ScoreGroups,
+                    request_deserializer=geval_dot_reward_dot_v1_dot_reward__pb2.ScoreGroupsRequest.FromString,
+                    response_serializer=geval_dot_reward_dot_v1_dot_reward__pb2.ScoreGroupsResponse.SerializeToString,
             ),
             'PrepareRubrics': grpc.unary_unary_rpc_method_handler(
                     servicer.PrepareRubrics,
@@ -128,6 +149,33 @@ class RewardService:
             '/geval.reward.v1.RewardService/Score',
             geval_dot_reward_dot_v1_dot_reward__pb2.ScoreRequest.SerializeToString,
             geval_dot_reward_dot_v1_dot_reward__pb2.ScoreResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ScoreGroups(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/geval.reward.v1.RewardService/ScoreGroups',
+            geval_dot_reward_dot_v1_dot_reward__pb2.ScoreGroupsRequest.SerializeToString,
+            geval_dot_reward_dot_v1_dot_reward__pb2.ScoreGroupsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -188,7 +188,7 @@ class GEvalPreparer:
     ) -> None:
         self._engine = engine
         self._tokenization = tokenization
-        self._vocabulary = LabelVocabulary(tokenization)  # once per tokenizer: it walks the vocabulary
+        self.vocabulary = LabelVocabulary(tokenization)  # once per tokenizer: it walks the vocabulary
         self._judge_model = judge_model
         self._low_confidence_below = low_confidence_below
         self._policy = policy
@@ -196,5 +196,5 @@ class GEvalPreparer:
     async def scorer(self, rubric: Rubric) -> GEvalScorer:
         """Evaluation steps generated where missing (an engine request), then prepared."""
         completed = await ensure_steps(self._engine, self._tokenization, self._judge_model, rubric)
-        prepared = prepare_rubric(self._tokenization, self._vocabulary, completed, self._judge_model, self._policy)
+        prepared = prepare_rubric(self._tokenization, self.vocabulary, completed, self._judge_model, self._policy)
         return GEvalScorer(prepared, self._engine, self._low_confidence_below)

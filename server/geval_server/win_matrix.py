@@ -1,0 +1,134 @@
+"""From the judge's verdict probabilities to one reward per completion of a group.
+
+A pair (i, j) is read in both orders. With i placed first the judge gives P(A) for i;
+with j placed first, P(B) for i. P(i beats j) is their mean: a judge that leans to the
+first place by b adds b to one read and takes it from the other, so the lean cancels,
+and P(j beats i) = 1 - P(i beats j) exactly. Rewards, in [0, 1]:
+- mean win probability: the mean of P(i beats j) over the j it was compared with;
+- Bradley-Terry: strengths fitted to the soft outcomes (Hunter's MM algorithm, with one
+  pseudo-comparison against an average opponent so a clean sweep stays finite), then the
+  mean over the group of the model's P(i beats j), so uncompared pairs count too.
+A completion compared with nobody (a group of one, or every other member failed) gets 0.5.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+NEUTRAL = 0.5
+BT_ITERATIONS = 200
+BT_TOLERANCE = 1e-10
+
+
+class Aggregation(enum.Enum):
+    MEAN_WIN_PROBABILITY = "mean_win_probability"
+    BRADLEY_TERRY = "bradley_terry"
+
+
+@dataclass(frozen=True)
+class OrderRead:
+    """One order of a pair: P(A) renormalized over the two verdicts, and the mass the
+    judge put on them before renormalizing."""
+
+    p_first: float
+    mass: float
+
+
+@dataclass(frozen=True)
+class PairVerdict:
+    """Both orders of (i, j): `forward` with i first, `backward` with j first."""
+
+    forward: OrderRead
+    backward: OrderRead
+
+    @property
+    def p_i_wins(self) -> float:
+        return (self.forward.p_first + (1.0 - self.backward.p_first)) / 2
+
+    @property
+    def consistent(self) -> bool:
+        """Both orders prefer the same completion (or both are undecided)."""
+        return _side(self.forward.p_first) == -_side(self.backward.p_first)
+
+
+def _side(p_first: float) -> int:
+    return (p_first > NEUTRAL) - (p_first < NEUTRAL)
+
+
+@dataclass(frozen=True)
+class GroupOutcome:
+    rewards: list[float]
+    win_matrix: list[list[float | None]]  # [i][j] = P(i beats j); None where not compared
+    position_consistency: float | None  # share of pairs whose two orders agree; None: no pair
+    first_position_preference: float | None  # share of reads preferring the first-placed response
+    label_mass: float | None  # mean mass on the two verdicts
+    win_entropy: float | None  # mean binary entropy (bits) of P(i beats j): 1 is a coin toss
+
+
+def aggregate(size: int, verdicts: Mapping[tuple[int, int], PairVerdict], aggregation: Aggregation) -> GroupOutcome:
+    """verdicts: per compared pair (i, j), both orders' reads."""
+    matrix: list[list[float | None]] = [[None] * size for _ in range(size)]
+    for (i, j), verdict in verdicts.items():
+        matrix[i][j], matrix[j][i] = verdict.p_i_wins, 1.0 - verdict.p_i_wins
+    if aggregation is Aggregation.BRADLEY_TERRY:
+        rewards = bradley_terry_rewards(matrix)
+    else:
+        rewards = [_mean([p for p in row if p is not None], NEUTRAL) for row in matrix]
+    reads = [read for v in verdicts.values() for read in (v.forward, v.backward)]
+    return GroupOutcome(
+        rewards=rewards,
+        win_matrix=matrix,
+        position_consistency=_mean([v.consistent for v in verdicts.values()]),
+        first_position_preference=_mean([read.p_first > NEUTRAL for read in reads]),
+        label_mass=_mean([read.mass for read in reads]),
+        win_entropy=_mean([_entropy(v.p_i_wins) for v in verdicts.values()]),
+    )
+
+
+def bradley_terry_rewards(matrix: Sequence[Sequence[float | None]]) -> list[float]:
+    """Each member's mean modelled P(beats j) over the other members."""
+    n = len(matrix)
+    if n < 2:
+        return [NEUTRAL] * n
+    strength = [1.0] * n
+    for _ in range(BT_ITERATIONS):
+        updated = []
+        for i in range(n):
+            # one pseudo-comparison, half won, against an opponent of strength 1
+            wins, weight = NEUTRAL, 1.0 / (strength[i] + 1.0)
+            for j in range(n):
+                if matrix[i][j] is not None:
+                    wins += matrix[i][j]
+                    weight += 1.0 / (strength[i] + strength[j])
+            updated.append(wins / weight)
+        scale = math.exp(sum(math.log(s) for s in updated) / n)  # geometric mean 1
+        updated = [s / scale for s in updated]
+        change = max(abs(math.log(a / b)) for a, b in zip(updated, strength))
+        strength = updated
+        if change < BT_TOLERANCE:
+            break
+    return [_mean([strength[i] / (strength[i] + strength[j]) for j in range(n) if j != i]) for i in range(n)]
+
+
+def anchor_outcome(size: int, verdicts: Mapping[int, PairVerdict]) -> GroupOutcome:
+    """Each member against one anchor text: its reward is P(member beats the anchor)."""
+    rewards = [verdicts[i].p_i_wins if i in verdicts else NEUTRAL for i in range(size)]
+    reads = [read for v in verdicts.values() for read in (v.forward, v.backward)]
+    return GroupOutcome(
+        rewards=rewards, win_matrix=[[None] * size for _ in range(size)],
+        position_consistency=_mean([v.consistent for v in verdicts.values()]),
+        first_position_preference=_mean([read.p_first > NEUTRAL for read in reads]),
+        label_mass=_mean([read.mass for read in reads]),
+        win_entropy=_mean([_entropy(v.p_i_wins) for v in verdicts.values()]),
+    )
+
+
+def _entropy(p: float) -> float:
+    return -sum(q * math.log2(q) for q in (p, 1.0 - p) if q > 0.0)
+
+
+def _mean(values: Sequence[float], empty: float | None = None) -> float | None:
+    return sum(values) / len(values) if values else empty

@@ -54,11 +54,18 @@ def find_groups(prompts: Sequence[Any], references: Sequence[str | None],
     return groups
 
 
+def _column(columns: dict, name: str) -> list:
+    if name not in columns:
+        raise ValueError(f"column {name!r} is not in the dataset; columns passed by the trainer: {sorted(columns)}")
+    return list(columns[name])
+
+
 class _GroupwiseRewardBase:
     """server, rubrics, timeout, token: as GEvalReward's. schedule: None (all pairs up to 8
     completions, neighbours beyond), "all_pairs", "neighbours" or "anchor" (each against the
     row's reference: needs reference_column). aggregation: "mean_win_probability" or
-    "bradley_terry". num_generations: cut groups at this size (checked), else by prompt."""
+    "bradley_terry". num_generations: cut groups at this size (checked), else by prompt.
+    source_column: a column the judge reads as the input instead of the policy's prompt."""
 
     def __init__(
         self,
@@ -69,13 +76,15 @@ class _GroupwiseRewardBase:
         schedule: str | None = None,
         aggregation: str = "mean_win_probability",
         reference_column: str | None = None,
+        source_column: str | None = None,
         on_error: OnError = MIN,
         name: str | None = None,
         timeout: float = DEFAULT_TIMEOUT_S,
         token: str | None = None,
     ) -> None:
         self.server, self.rubrics, self.num_generations = server, rubrics, num_generations
-        self.schedule, self.aggregation, self.reference_column = schedule, aggregation, reference_column
+        self.schedule, self.aggregation = schedule, aggregation
+        self.reference_column, self.source_column = reference_column, source_column
         self._on_error = parse_on_error(on_error)
         self._client_args = dict(target=server, timeout=timeout, token=token)
         self.__name__ = name or reward_name(rubrics).replace("geval", "geval_groupwise", 1)
@@ -86,13 +95,10 @@ class _GroupwiseRewardBase:
         return {**self.__dict__, "_client": None}
 
     def _request(self, prompts, completions, columns) -> tuple[list[range], list[dict]]:
-        references = [None] * len(prompts)
-        if self.reference_column is not None:
-            if self.reference_column not in columns:
-                raise ValueError(f"column {self.reference_column!r} is not in the dataset")
-            references = list(columns[self.reference_column])
+        references = _column(columns, self.reference_column) if self.reference_column else [None] * len(prompts)
+        sources = _column(columns, self.source_column) if self.source_column else prompts
         groups = find_groups(prompts, references, self.num_generations)
-        wire = [{"prompt": judge_prompt(prompts[g.start]), "completions": [completion_text(completions[i]) for i in g],
+        wire = [{"prompt": judge_prompt(sources[g.start]), "completions": [completion_text(completions[i]) for i in g],
                  **({"reference": references[g.start]} if references[g.start] is not None else {})}
                 for g in groups]
         return groups, wire

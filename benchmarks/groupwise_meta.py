@@ -28,8 +28,7 @@ from geval_client import RewardClient
 
 SUMMEVAL = {d: f"summeval-{d}" for d in ("coherence", "consistency", "fluency", "relevance")}
 TOPICAL_CHAT = {d: f"topical-chat-{d}" for d in ("coherence", "engagingness", "groundedness", "naturalness")}
-COMPARISONS = {  # label -> ScoreGroups options
-    "compare all pairs": {"schedule": "all_pairs"},
+COMPARISONS = {  # label -> ScoreGroups options; all pairs' mean win probability comes from its win matrix
     "compare all pairs, Bradley-Terry": {"schedule": "all_pairs", "aggregation": "bradley_terry"},
     "compare neighbours k=2": {"schedule": "neighbours", "neighbours": 2},
     "compare vs reference": {"schedule": "anchor"},
@@ -55,8 +54,10 @@ def quality(client: RewardClient, task: str, groups: list[list[datasets.Rated]],
                      **({"reference": g[0].reference} if has_reference else {})} for g in groups]
             results = client.score_groups(wire, rubrics=rubric, **options)
             reads[label] = [c.reward for res in results for c in res.completions]
-            if label == "compare all pairs":
+            if label == "compare all pairs, Bradley-Terry":
                 per = [res.rubrics[0] for res in results]
+                reads["compare all pairs"] = [statistics.fmean(p for p in row if p is not None)
+                                              for r in per for row in r.win_matrix]
                 diagnostics.setdefault(task, []).append((dim, statistics.fmean(p.position_consistency for p in per),
                                                          statistics.fmean(p.first_position_preference for p in per),
                                                          statistics.fmean(p.label_mass for p in per)))

@@ -137,7 +137,10 @@ def _mode(mode: Mode | str | None) -> Mode:
     """A mode given as an object or as text ("reasoning:256", as configs and the environment
     write it); unset: GEVAL_REWARD_MODE, else log-probabilities."""
     if mode is None:
-        mode = os.environ.get(MODE_ENV) or "logprobs"
+        try:
+            return mode_from_text(os.environ.get(MODE_ENV) or "logprobs")
+        except ValueError as error:
+            raise ValueError(f"{MODE_ENV}: {error}") from None
     return mode_from_text(mode) if isinstance(mode, str) else mode
 
 

@@ -31,7 +31,7 @@ def test_a_missing_column_stops_the_audit_before_scoring(tmp_path, capsys):
         (["--fail-on-self-preference"], "--fail-on-self-preference needs --reference-column"),
         (["--min-agreement", "0.3"], "--min-agreement needs at least one --human-score-column"),
         (["--batch-size", "0"], "--batch-size must be at least 1, got 0"),
-        (["--rubric", "a", "--rubric", "a=2"], "--rubric: a rubric is named twice"),
+        (["--rubric", "a", "--rubric", "a:2"], "--rubric: a rubric is named twice"),
         (["--reasoning-tokens", "0"], "--reasoning-tokens must be at least 1, got 0"),
         (["--sampling-n", "4", "--reasoning-tokens", "64"], "give --sampling-n or --reasoning-tokens, not both"),
     ],

@@ -12,6 +12,7 @@ from geval_audit.report import RunContext, build_sections, to_html, to_markdown
 from geval_audit.row_scoring import SEMSCORE, ScoringOptions, ServerUnavailable, score_rows
 from geval_audit.store import ItemStore, OutputMismatch
 from geval_client.pb import reward_pb2
+from geval_client.types import Logprobs, item_result
 
 OPTIONS = ScoringOptions(rubrics={"r": 1.0}, batch_size=2)
 
@@ -26,7 +27,7 @@ class LengthRewardClient:
         self.fail_after_calls = fail_after_calls
         self.unavailable = set(unavailable)
 
-    def score(self, items, rubrics=None, sampling_n=None, temperature=None, reasoning_tokens=None):
+    def score(self, items, rubrics=None, mode=Logprobs()):
         if self.fail_after_calls is not None and self.calls >= self.fail_after_calls:
             raise KeyboardInterrupt  # the operator stops the run mid-way
         self.calls += 1
@@ -36,15 +37,17 @@ class LengthRewardClient:
             self.sent.append(item["completion"])
             if item["completion"] in self.unavailable:
                 error = reward_pb2.ItemError(code=reward_pb2.ERROR_CODE_UNAVAILABLE, message="engine down")
-                results.append(reward_pb2.ItemResult(error=error))
+                results.append(item_result(reward_pb2.ItemResult(error=error)))
                 continue
             if rubrics == SEMSCORE:
-                score = reward_pb2.RubricScore(rubric=SEMSCORE, reward=0.5, expected_score=0.5)
-                results.append(reward_pb2.ItemResult(reward=0.5, scores=[score]))
+                score = reward_pb2.RubricScore(rubric=SEMSCORE, reward=0.5,
+                                               semscore=reward_pb2.SemScoreResult(cosine=0.5))
+                results.append(item_result(reward_pb2.ItemResult(reward=0.5, scores=[score])))
                 continue
             reward = min(1.0, len(item["completion"]) / 100)
-            score = reward_pb2.RubricScore(rubric="r", reward=reward, expected_score=1 + 4 * reward)
-            results.append(reward_pb2.ItemResult(reward=reward, scores=[score]))
+            score = reward_pb2.RubricScore(rubric="r", reward=reward,
+                                           geval=reward_pb2.GEvalResult(expected_score=1 + 4 * reward))
+            results.append(item_result(reward_pb2.ItemResult(reward=reward, scores=[score])))
         return results
 
 
@@ -113,7 +116,7 @@ def test_rows_the_server_could_not_score_for_now_are_not_written(tmp_path):
     store = ItemStore(tmp_path / "out")
     rows = _rows(4)
     client = LengthRewardClient(unavailable={rows[1].completion})
-    with pytest.raises(ServerUnavailable, match="row 2: ERROR_CODE_UNAVAILABLE: engine down.*rerun to resume"):
+    with pytest.raises(ServerUnavailable, match="row 2: UNAVAILABLE: engine down.*rerun to resume"):
         score_rows(rows, client, store, OPTIONS)
     assert [json.loads(line)["key"] for line in _lines(store)] == ["k0"]
 

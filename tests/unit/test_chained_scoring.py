@@ -7,11 +7,11 @@ import asyncio
 import math
 
 import pytest
+from geval_server.expected_score import Scale
 from geval_server.prompts import JudgeInput, Tokenization
 from geval_server.rubrics import Rubric, rubric_from_dict
-from geval_server.scorers.base import ScoreOptions
 from geval_server.scorers.geval import GEvalPreparer
-from geval_server.expected_score import Scale
+from geval_server.scorers.read_mode import Logprobs
 
 from tests.unit.fakes import SpaceDigitTokenizer, fake_judge
 
@@ -81,7 +81,7 @@ def test_a_one_to_ten_scale_is_read_exactly_with_every_chained_read_in_flight_at
     assert sorted(engine.prompts) == sorted(ids + list(read.prefix) for read in reads)  # one request per read
     assert engine.most_in_flight == len(reads) == 4
 
-    (score,) = asyncio.run(scorer.score([tuple(ids)], ScoreOptions()))
+    (score,) = asyncio.run(scorer.score([tuple(ids)], Logprobs()))
     mass = sum(expected.values())
     assert score.estimate.label_mass == pytest.approx(mass)
     assert score.estimate.distribution["10"] == pytest.approx(expected["10"] / mass)
@@ -102,7 +102,7 @@ def test_a_one_to_five_scale_of_single_tokens_stays_one_read(tokenization):
 def test_an_inline_one_to_ten_rubric_scores_through_the_judge_with_one_request_per_read():
     judge, engine, _ = fake_judge()
     rubric = rubric_from_dict(ONE_TO_TEN, "rubrics[0]")
-    scorer = asyncio.run(judge.resolve([rubric]))[rubric]
+    scorer = asyncio.run(judge._resolve([rubric]))[rubric]
     items = [JudgeInput("Why is the sky blue?", text) for text in ("Rayleigh scattering.", "Because.")]
     outcomes = asyncio.run(judge.score(items, [[(scorer, 1.0)]] * 2))
     for outcome in outcomes:

@@ -4,8 +4,8 @@ request plan with a recording fake engine."""
 
 
 import pytest
-from geval_server.prompts import JudgeInput
 from geval_server.claim_blanking import REDACTED, ScoreClaimRedactor
+from geval_server.prompts import JudgeInput
 from geval_server.scorers.semscore import NAME as SEMSCORE
 
 from tests.unit.fakes import fake_judge, score_all
@@ -109,7 +109,7 @@ def test_keep_score_claims_judges_the_text_as_written_under_another_content_hash
     assert kept.scorers["summeval-coherence"].content_hash != removed.scorers["summeval-coherence"].content_hash
 
 
-class _EchoSemScorer:
+class _EchoEmbeddingModel:
     description = "echo"
 
     def __init__(self):
@@ -121,8 +121,8 @@ class _EchoSemScorer:
 
 
 def test_semscore_compares_the_completion_as_written():
-    echo = _EchoSemScorer()
-    judge, _, _ = fake_judge(remove_score_claims=True, semscorer=echo)
+    echo = _EchoEmbeddingModel()
+    judge, _, _ = fake_judge(remove_score_claims=True, embedding_model=echo)
 
     score_all(judge, [JudgeInput("Article.", "Coherence: 5", "Reference.")], [SEMSCORE])
 

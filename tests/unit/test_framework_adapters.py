@@ -81,7 +81,9 @@ class ScriptedJudge(reward_pb2_grpc.RewardServiceServicer):
                     field=f"items[{i}].reference"))
             else:
                 result.reward = len(item.completion) / 100
-                result.scores.append(reward_pb2.RubricScore(reward=result.reward, label_mass=0.75))
+                result.scores.append(reward_pb2.RubricScore(
+                    reward=result.reward, geval=reward_pb2.GEvalResult(label_mass=0.75)
+                ))
             results.append(result)
         return reward_pb2.ScoreResponse(results=results)
 

@@ -8,10 +8,11 @@ from geval_client import make_item
 from geval_client.pb import reward_pb2
 from geval_client.requests import score_request
 from geval_server.inline_rubrics import InlineRubrics
+from geval_server.judge import UnservableRubric
 from geval_server.prompts import JudgeInput
 from geval_server.rubrics import Rubric, RubricError, load_rubrics
 from geval_server.scorers.base import ItemFailure
-from geval_server.validation import Limits, RequestError, scorer_selections, validate
+from geval_server.validation import Limits, RequestError, validate
 
 from tests.unit.fakes import fake_judge
 
@@ -81,17 +82,23 @@ def test_the_number_of_distinct_rubrics_a_request_brings_is_bounded():
 def test_an_unservable_item_rubric_fails_its_item_and_an_unservable_request_rubric_the_call():
     from geval_server.score_slot import LabelTokenError
 
+    async def unreadable(rubric):
+        raise LabelTokenError("'10' is 2 tokens")
+
     judge, _, _ = fake_judge()
+    judge.inline = InlineRubrics(unreadable, capacity=8)  # the judge cannot read a caller's rubric
     valid = validate(_request([make_item("Q?", "A.", rubrics=[CLARITY]), make_item("Q?", "B.")],
                               "summeval-coherence"), SERVED, "x")
-    rubric = valid.item_selections[0][0][0]
-    resolved = {"summeval-coherence": judge.scorers["summeval-coherence"], rubric: LabelTokenError("'10' is 2 tokens")}
-    selections = scorer_selections(valid, resolved)
-    assert valid.items[0].field == "items[0].rubrics[0].spec" and "'10' is 2 tokens" in valid.items[0].message
-    assert selections[1] == [(judge.scorers["summeval-coherence"], 1.0)]
+    failed, scored = asyncio.run(judge.score_request(valid))
+    assert failed.failure.code == "INVALID_ARGUMENT"
+    assert failed.failure.field == "items[0].rubrics[0].spec" and "'10' is 2 tokens" in failed.failure.message
+    assert failed.scores == []
+    assert scored.failure is None
+    assert [s.scorer for s in scored.scores] == [judge.scorers["summeval-coherence"]]
     as_request = validate(_request([make_item("Q?", "A.")], [CLARITY]), SERVED, "x")
-    with pytest.raises(RequestError, match=r"rubrics\[0\]\.spec: '10' is 2 tokens"):
-        scorer_selections(as_request, {as_request.selection[0][0]: LabelTokenError("'10' is 2 tokens")})
+    with pytest.raises(UnservableRubric, match=r"rubrics\[0\]\.spec: '10' is 2 tokens") as error:
+        asyncio.run(judge.score_request(as_request))
+    assert error.value.field == "rubrics[0].spec"
 
 
 class _CountingPreparer:
@@ -158,7 +165,7 @@ def test_a_cancelled_call_does_not_cancel_a_preparation_others_wait_for():
 def test_the_judge_scores_each_item_with_its_own_rubric_and_blanks_its_criterion():
     judge, engine, tokenization = fake_judge()
     clarity = _rubric("clarity")
-    resolved = asyncio.run(judge.resolve(["summeval-coherence", clarity]))
+    resolved = asyncio.run(judge._resolve(["summeval-coherence", clarity]))
     items = [JudgeInput("Q?", "Clear answer. Clarity: 5"), JudgeInput("Q?", "Another answer.")]
     selections = [[(resolved[clarity], 1.0)], [(resolved["summeval-coherence"], 1.0)]]
 
@@ -168,7 +175,7 @@ def test_the_judge_scores_each_item_with_its_own_rubric_and_blanks_its_criterion
     assert outcomes[0].score_claims_removed == 1  # the inline rubric's criterion is blanked too
     prompts = [tokenization.decode(p) for p in engine.prompts]
     assert any("Evaluation Criteria:\n\nClarity (1-5)" in p for p in prompts)
-    assert resolved[clarity] is asyncio.run(judge.resolve([clarity]))[clarity]  # prepared once, kept
+    assert resolved[clarity] is asyncio.run(judge._resolve([clarity]))[clarity]  # prepared once, kept
     assert resolved[clarity].content_hash != resolved["summeval-coherence"].content_hash
 
 

@@ -8,20 +8,11 @@ import math
 import pytest
 from geval_server.prompts import JudgeInput, Tokenization
 from geval_server.rubrics import RubricError, load_rubrics, rubric_files
-from geval_server.scorers.base import ItemFailure, ScoreOptions
-from geval_server.scorers.likelihood import (
-    Baseline,
-    Direction,
-    LikelihoodScorer,
-    combine,
-    copy_rate,
-    guard_factor,
-    load_specs,
-    repetition_rate,
-    reward_from,
-    score_from,
-    spec_from_dict,
-)
+from geval_server.scorers.base import ItemFailure
+from geval_server.scorers.likelihood import LikelihoodScorer, combine, reward_from, score_from
+from geval_server.scorers.likelihood_spec import Baseline, Direction, load_specs, spec_from_dict
+from geval_server.scorers.read_mode import Logprobs
+from geval_server.scorers.text_guards import copy_rate, guard_factor, repetition_rate
 
 from .fakes import SpaceDigitTokenizer
 
@@ -92,23 +83,23 @@ def test_reward_mappings_are_inverse_and_bounded():
 def test_combine_one_read():
     score = combine([[math.log(0.5), math.log(0.125)]], [], Baseline.NONE, 1.0)
     assert score.mean_logprob == pytest.approx(math.log(0.25))
-    assert score.estimate.expected_score == pytest.approx(math.log(0.25))
-    assert score.estimate.reward == pytest.approx(0.25)
+    assert score.score == pytest.approx(math.log(0.25))
+    assert score.reward == pytest.approx(0.25)
     assert score.tokens_read == 2
 
 
 def test_combine_pmi_subtracts_the_baseline_per_token():
     score = combine([[-1.0, -1.0]], [[-3.0, -2.0]], Baseline.UNCONDITIONAL, 1.0)
-    assert score.estimate.expected_score == pytest.approx(1.5)
-    assert score.estimate.reward == pytest.approx(1 / (1 + math.exp(-1.5)))
+    assert score.score == pytest.approx(1.5)
+    assert score.reward == pytest.approx(1 / (1 + math.exp(-1.5)))
     assert score.mean_logprob == pytest.approx(-1.0)  # the conditional read, before the baseline
 
 
 def test_combine_f_mean_is_the_harmonic_mean_of_rewards_and_guard_scales_it():
     score = combine([[math.log(0.5)], [math.log(0.25), math.log(0.25)]], [], Baseline.NONE, 0.5)
     f = 2 * 0.5 * 0.25 / (0.5 + 0.25)
-    assert score.estimate.reward == pytest.approx(f * 0.5)
-    assert score.estimate.expected_score == pytest.approx(math.log(f))
+    assert score.reward == pytest.approx(f * 0.5)
+    assert score.score == pytest.approx(math.log(f))
     assert score.tokens_read == 3
 
 
@@ -135,20 +126,20 @@ def test_reads_put_the_source_first_and_the_completion_last():
     scorer, engine = _scorer(baseline="unconditional")
     items = [JudgeInput("The article.", "A summary."), JudgeInput("The article.", "Another one.")]
     requests = [scorer.request(item, f"items[{i}]") for i, item in enumerate(items)]
-    scores = asyncio.run(scorer.score(requests, ScoreOptions()))
+    scores = asyncio.run(scorer.score(requests, Logprobs()))
     decode = scorer._tok.decode
     texts = [decode(ids) for ids, _ in engine.reads]
     assert "Article:\nThe article.\n\nSummary:\nA summary." in texts
     assert "Summary:\nA summary." in texts  # the PMI baseline: the instruction alone
     assert all(decode(ids[-tail:]) in ("A summary.", "Another one.") for ids, tail in engine.reads)
-    assert all(s.estimate.expected_score == pytest.approx(0.0) for s in scores)  # equal reads: PMI 0
+    assert all(s.score == pytest.approx(0.0) for s in scores)  # equal reads: PMI 0
 
 
 def test_f_mean_reads_both_directions_and_needs_the_reference():
     scorer, engine = _scorer(direction="f-mean")
     assert scorer.needs_reference
     request = scorer.request(JudgeInput("Q?", "answer one", reference="answer two"), "items[0]")
-    asyncio.run(scorer.score([request], ScoreOptions()))
+    asyncio.run(scorer.score([request], Logprobs()))
     decoded = sorted(scorer._tok.decode(ids[-tail:]) for ids, tail in engine.reads)
     assert decoded == ["answer one", "answer two"]
 
@@ -156,7 +147,7 @@ def test_f_mean_reads_both_directions_and_needs_the_reference():
 def test_identical_reads_go_to_the_engine_once():
     scorer, engine = _scorer()
     request = scorer.request(JudgeInput("Source.", "Text."), "items[0]")
-    asyncio.run(scorer.score([request, request], ScoreOptions()))
+    asyncio.run(scorer.score([request, request], Logprobs()))
     assert len(engine.reads) == 1
 
 
@@ -173,8 +164,9 @@ def test_guards_scale_the_reward_of_a_copied_completion():
     guarded, _ = _scorer(max_copy_rate=0.5)
     plain, _ = _scorer()
     copied = JudgeInput(source, "one two three four five six seven eight")
-    [g] = asyncio.run(guarded.score([guarded.request(copied, "items[0]")], ScoreOptions()))
-    [p] = asyncio.run(plain.score([plain.request(copied, "items[0]")], ScoreOptions()))
-    assert p.estimate.reward == pytest.approx(math.exp(-1.0))
-    assert g.estimate.reward == 0.0
+    [g] = asyncio.run(guarded.score([guarded.request(copied, "items[0]")], Logprobs()))
+    [p] = asyncio.run(plain.score([plain.request(copied, "items[0]")], Logprobs()))
+    assert p.reward == pytest.approx(math.exp(-1.0))
+    assert g.reward == 0.0
+    assert (g.guard, p.guard) == (0.0, 1.0)
     assert g.mean_logprob == p.mean_logprob

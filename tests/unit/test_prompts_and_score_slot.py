@@ -3,11 +3,11 @@ embedded judge tokenizer (no engine) and, for tokenizers that write ` 4` as one
 token, a small fake."""
 
 import pytest
+from geval_server.expected_score import Scale
 from geval_server.prompts import JudgeInput, Tokenization, form_text, framing_text, render_chat
 from geval_server.rubrics import load_rubrics
 from geval_server.score_slot import LabelVocabulary, find_score_slot
 from geval_server.scorers.geval import prepare_rubric
-from geval_server.expected_score import Scale
 
 from tests.unit.fakes import SpaceDigitTokenizer
 

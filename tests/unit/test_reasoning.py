@@ -12,12 +12,16 @@ from geval_client.diagnostics import completion_columns
 from geval_client.pb import reward_pb2
 from geval_client.requests import score_request
 from geval_client.reward_batch import build_batch
-from geval_client.sample_rewards import REASONING_ENV, SampleScorer
+from geval_client.sample_rewards import MODE_ENV, SampleScorer
+from geval_client.types import Logprobs as ClientLogprobs
+from geval_client.types import Reasoning as ClientReasoning
+from geval_client.types import Sampling as ClientSampling
+from geval_client.types import item_result
 from geval_server.engine import Generation
 from geval_server.prompts import FORM_HEADER, JudgeInput
 from geval_server.reasoning import rationale_tokens, stops, unclosed_think
 from geval_server.rubrics import load_rubrics
-from geval_server.scorers.base import Mode, Reasoning, ScoreOptions
+from geval_server.scorers.read_mode import Reasoning
 from geval_server.validation import RequestError, validate
 
 from tests.unit.fakes import RecordingEngine, fake_judge
@@ -52,8 +56,8 @@ def _reasoned(written, cut=False, max_tokens=64):
     scorer = judge.scorers[RUBRIC]
     scorer._engine = engine
     item = JudgeInput("The article.", "The summary.")
-    options = ScoreOptions(Mode.REASONING, reasoning=Reasoning(max_tokens=max_tokens))
-    (score,) = asyncio.run(scorer.score([scorer.request(item, "items[0]")], options))
+    mode = Reasoning(max_tokens=max_tokens)
+    (score,) = asyncio.run(scorer.score([scorer.request(item, "items[0]")], mode))
     return score, engine, tokenization
 
 
@@ -68,7 +72,7 @@ def test_the_rationale_is_cut_before_the_form_and_the_slot_follows_it():
         f"The summary is clear and well ordered.\n\n{FORM_HEADER}\n- Coherence:"
     )
     assert score.rationale == "The summary is clear and well ordered."
-    assert score.mode is Mode.REASONING
+    assert isinstance(score.mode, Reasoning)
     assert math.isclose(sum(score.estimate.distribution.values()), 1.0)
 
 
@@ -114,9 +118,8 @@ def _validate(**kwargs):
 
 
 def test_reasoning_options_default_to_greedy_and_256_tokens():
-    options = _validate(mode=reward_pb2.SCORING_MODE_REASONING).options
-    assert options.mode is Mode.REASONING
-    assert options.reasoning == Reasoning(max_tokens=256, temperature=0.0)
+    mode = _validate(mode=reward_pb2.SCORING_MODE_REASONING).mode
+    assert mode == Reasoning(max_tokens=256, temperature=0.0)
 
 
 @pytest.mark.parametrize("reasoning, field", [
@@ -131,28 +134,37 @@ def test_bad_reasoning_options_name_their_field(reasoning, field):
 
 
 def test_the_client_selects_the_mode_by_its_budget():
-    request = score_request([{"prompt": "p", "completion": "c"}], reasoning_tokens=128, temperature=0.7)
+    request = score_request([{"prompt": "p", "completion": "c"}], mode=ClientReasoning(128, temperature=0.7))
     assert request.mode == reward_pb2.SCORING_MODE_REASONING
     assert (request.reasoning.max_tokens, request.reasoning.temperature) == (128, pytest.approx(0.7))
-    with pytest.raises(ValueError, match="not both"):
-        score_request([{"prompt": "p", "completion": "c"}], sampling_n=4, reasoning_tokens=128)
+    assert not request.HasField("sampling")  # one mode per request
+    with pytest.raises(TypeError, match="mode must be"):
+        score_request([{"prompt": "p", "completion": "c"}], mode="reasoning")
 
 
 def test_rationales_reach_the_completions_table_only_in_reasoning_mode():
-    reasoned = reward_pb2.ItemResult(scores=[reward_pb2.RubricScore(rubric="a", rationale="Clear.")])
-    two = reward_pb2.ItemResult(scores=[reward_pb2.RubricScore(rubric="a", rationale="Clear."),
-                                        reward_pb2.RubricScore(rubric="b", rationale="Off topic.")])
+    def scored(*rationales):
+        return item_result(reward_pb2.ItemResult(scores=[
+            reward_pb2.RubricScore(rubric=rubric, geval=reward_pb2.GEvalResult(rationale=rationale))
+            for rubric, rationale in rationales
+        ]))
+
+    reasoned = scored(("a", "Clear."))
+    two = scored(("a", "Clear."), ("b", "Off topic."))
     batch = build_batch(["p", "p"], ["x", "y"], None, {})
     assert completion_columns(batch, [reasoned, two])["rationale"] == ["Clear.", "[a] Clear.\n\n[b] Off topic."]
-    plain = reward_pb2.ItemResult(scores=[reward_pb2.RubricScore(rubric="a")])
+    plain = scored(("a", ""))
     assert "rationale" not in completion_columns(build_batch(["p"], ["x"], None, {}), [plain])
 
 
 def test_openrlhf_and_verl_take_the_mode_from_an_option_or_the_environment(monkeypatch):
-    assert SampleScorer.configure("judge:1").reasoning_tokens is None
-    assert SampleScorer.configure("judge:1", reasoning_tokens=64).reasoning_tokens == 64
-    monkeypatch.setenv(REASONING_ENV, "128")
-    assert SampleScorer.configure("judge:1").reasoning_tokens == 128
-    monkeypatch.setenv(REASONING_ENV, "many")
-    with pytest.raises(ValueError, match=REASONING_ENV):
+    monkeypatch.delenv(MODE_ENV, raising=False)
+    assert SampleScorer.configure("judge:1").mode == ClientLogprobs()
+    assert SampleScorer.configure("judge:1", mode=ClientReasoning(64)).mode == ClientReasoning(64)
+    assert SampleScorer.configure("judge:1", mode="reasoning:64").mode == ClientReasoning(64)
+    assert SampleScorer.configure("judge:1", mode="sampling:8").mode == ClientSampling(8)
+    monkeypatch.setenv(MODE_ENV, "reasoning:128")
+    assert SampleScorer.configure("judge:1").mode == ClientReasoning(128)
+    monkeypatch.setenv(MODE_ENV, "many")
+    with pytest.raises(ValueError, match=MODE_ENV):
         SampleScorer.configure("judge:1")

@@ -46,7 +46,7 @@ class ScriptedJudge(reward_pb2_grpc.RewardServiceServicer):
                     message=f"{field}: field 'criterion' is required and must be a non-empty string"))
             else:
                 result.reward = 0.5
-                result.scores.append(reward_pb2.RubricScore(reward=0.5, label_mass=0.9))
+                result.scores.append(reward_pb2.RubricScore(reward=0.5, geval=reward_pb2.GEvalResult(label_mass=0.9)))
             results.append(result)
         return reward_pb2.ScoreResponse(results=results)
 

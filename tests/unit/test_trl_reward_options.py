@@ -44,7 +44,9 @@ class ScriptedJudge(reward_pb2_grpc.RewardServiceServicer):
                 field=f"items[{i}].reference"))
         else:
             result.reward = len(item.completion) / 100
-            result.scores.append(reward_pb2.RubricScore(rubric="r", reward=result.reward, label_mass=0.8))
+            result.scores.append(reward_pb2.RubricScore(
+                rubric="r", reward=result.reward, geval=reward_pb2.GEvalResult(label_mass=0.8)
+            ))
         return result
 
 

@@ -6,7 +6,8 @@ import pytest
 from geval_client import make_item
 from geval_client.pb import reward_pb2
 from geval_server.rubrics import load_rubrics
-from geval_server.scorers.base import ItemFailure, Mode
+from geval_server.scorers.base import ItemFailure
+from geval_server.scorers.read_mode import Logprobs, Sampling
 from geval_server.validation import RequestError, validate
 
 RUBRICS = {name: rubric.uses_reference for name, rubric in load_rubrics().items()}
@@ -26,7 +27,7 @@ def selection(name, weight=None):
 def test_defaults_to_the_default_rubric_with_weight_one():
     valid = validate(request(), RUBRICS, "overall-quality")
     assert valid.selection == [("overall-quality", 1.0)]
-    assert valid.options.mode is Mode.LOGPROBS
+    assert valid.mode == Logprobs()
     assert valid.ids == ["0"]
 
 
@@ -104,5 +105,5 @@ def test_a_long_caller_string_is_cut_short_in_the_error():
 
 def test_sampling_options_default_to_the_paper():
     valid = validate(request(mode=reward_pb2.SCORING_MODE_SAMPLING), RUBRICS, "overall-quality")
-    assert valid.options.mode is Mode.SAMPLING
-    assert (valid.options.sampling.n, valid.options.sampling.temperature) == (20, 1.0)
+    assert isinstance(valid.mode, Sampling)
+    assert (valid.mode.n, valid.mode.temperature) == (20, 1.0)

@@ -1,8 +1,10 @@
 """G-Eval rewards for OpenRLHF, both ways it takes a remote reward.
 
 1. A Python file given to `--reward.remote_url` (`--remote_rm_url` before OpenRLHF
-   0.10); OpenRLHF imports it in each of its vLLM engine actors and calls its
-   `reward_func(queries, prompts, labels)` for each sample:
+   0.10) whose `reward_func(queries, prompts, labels)` OpenRLHF calls: up to 0.9.0
+   as `ray.remote(reward_func)` on chunks of a rollout batch, from 0.9.1 in a thread of
+   each vLLM engine actor, one sample per call. make_reward_func returns a plain
+   function, as both need:
 
        # geval_reward.py
        from geval_client.openrlhf import make_reward_func
@@ -32,17 +34,26 @@ sample's own rubric, a rubric dict or a served name (or several, weighted:
 row_rubrics.py), replacing the configured rubrics for that sample.
 
 OpenRLHF needs a number for every sample: see sample_rewards.py for what a
-completion the server cannot score gets (on_error) and what raises.
+completion the server cannot score gets (on_error) and what raises. From 0.9.1
+OpenRLHF logs what a reward_func raises at INFO and goes on with no reward, so the
+cause is logged here at ERROR before it is raised. The bridge answers a failure the
+completion did not cause with 422, a bad request with 400, an unreachable server
+with 503, each logged once at ERROR; OpenRLHF's retries of a request get the first
+answer (`_Answers`).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import re
 import sys
-from collections.abc import Mapping, Sequence
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -64,6 +75,10 @@ RUBRIC_COLUMN = "rubrics"
 # special tokens kept: <|im_end|>, <|endoftext|>, <|eot_id|>, </s>, <eos>, <end_of_turn>,
 # <｜end▁of▁sentence｜>.
 _END_MARKERS = re.compile(r"(?:\s*(?:<\|[A-Za-z0-9_]+\|>|</s>|<eos>|<end_of_turn>|<｜[^<>｜]{1,40}｜>))+\s*\Z")
+# OpenRLHF's HTTP client gives up after 180 s (aiohttp ClientTimeout(total=180) in
+# openrlhf/utils/agent.py 0.9.1-0.11, requests' timeout=180 in remote_rm_utils.py before): the
+# bridge answers within 120 s + 40 s, a failed call included.
+OPENRLHF_HTTP_TIMEOUT_S, BRIDGE_TIMEOUT_S, BRIDGE_WAIT_S = 180.0, 120.0, 40.0
 MIN_PROMPT_TAIL = 64  # characters of a left-truncated prompt that must match to cut there
 
 
@@ -157,7 +172,8 @@ def openrlhf_reply(rewards: Sequence[SampleReward]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class OpenRLHFReward:
-    """A `reward_func` bound to one configuration (SampleScorer.configure's options)."""
+    """OpenRLHF's reward for one configuration (SampleScorer.configure's options); the bridge
+    serves it, make_reward_func wraps it in a function."""
 
     scorer: SampleScorer
     rubric_column: str = RUBRIC_COLUMN  # the label object's key holding a sample's own rubric
@@ -173,35 +189,101 @@ def make_reward_func(
     timeout: float = DEFAULT_TIMEOUT_S,
     rubric_column: str = RUBRIC_COLUMN,
     mode: Mode | str | None = None,
-) -> OpenRLHFReward:
+) -> Callable[..., dict[str, Any]]:
     """A `reward_func` for a --reward.remote_url file; options left None come from the environment.
-    mode: how G-Eval rubrics read the slot, e.g. Reasoning(256) or "reasoning:256"."""
-    return OpenRLHFReward(SampleScorer.configure(server, rubrics, on_error, timeout, mode=mode), rubric_column)
+    mode: how G-Eval rubrics read the slot, e.g. Reasoning(256) or "reasoning:256".
+
+    A plain function, as every OpenRLHF version takes it: up to 0.9.0 OpenRLHF calls
+    `ray.remote(reward_func)`, which refuses anything but a function or a class (Ray ships it
+    with cloudpickle); from 0.9.1 it calls it in a thread of each vLLM engine actor."""
+    reward = OpenRLHFReward(SampleScorer.configure(server, rubrics, on_error, timeout, mode=mode), rubric_column)
+
+    def reward_func(queries, prompts, labels=None, **kwargs) -> dict[str, Any]:
+        return _logged(reward, queries, prompts, labels)
+
+    return reward_func
 
 
 def reward_func(queries, prompts, labels=None, **kwargs) -> dict[str, Any]:
     """OpenRLHF's `reward_func`, configured from the environment (GEVAL_REWARD_SERVER,
-    GEVAL_REWARD_RUBRICS, GEVAL_REWARD_ON_ERROR, GEVAL_REWARD_AUTH_TOKEN)."""
-    return make_reward_func()(queries, prompts, labels)
+    GEVAL_REWARD_RUBRICS, GEVAL_REWARD_ON_ERROR, GEVAL_REWARD_MODE, GEVAL_REWARD_AUTH_TOKEN)."""
+    return _logged(OpenRLHFReward(SampleScorer.configure()), queries, prompts, labels)
+
+
+def _logged(reward: OpenRLHFReward, queries, prompts, labels) -> dict[str, Any]:
+    """OpenRLHF 0.9.1-0.11 catches what a reward_func raises and logs it at INFO (the reward
+    becomes None and training fails later on it): the cause is logged here at ERROR first."""
+    try:
+        return reward(queries, prompts, labels)
+    except (ItemNotScored, RewardServerError, ValueError, TypeError) as error:
+        log.error("geval reward_func: %s: %s", type(error).__name__, error)
+        raise
+
+
+class _Answers:
+    """The bridge's answers by request body. OpenRLHF posts a request again (5 tries in all) when
+    an answer fails or its 180 s timeout runs out: an identical request still being scored waits
+    for the first one's answer, and one answered in the last ANSWER_TTL_S seconds gets that
+    answer, so a retry never scores again (a 503, the server unreachable, is not kept)."""
+
+    ANSWER_TTL_S = 120.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._answers: dict[bytes, tuple[float, Future]] = {}  # body digest -> (answered at, answer)
+
+    def answer(self, body: bytes, compute: Callable[[], tuple[int, dict]]) -> tuple[int, dict]:
+        key = hashlib.sha256(body).digest()
+        with self._lock:
+            now = time.monotonic()
+            for old in [k for k, (t, _) in self._answers.items() if t and now - t > self.ANSWER_TTL_S]:
+                del self._answers[old]
+            entry = self._answers.get(key)
+            first = entry is None
+            if first:
+                entry = self._answers[key] = (0.0, Future())
+        future = entry[1]
+        if not first:
+            return future.result()
+        try:
+            status, payload = compute()
+        except BaseException as error:
+            with self._lock:
+                del self._answers[key]
+            future.set_exception(error)
+            raise
+        with self._lock:
+            if status == 503:
+                del self._answers[key]
+            else:
+                self._answers[key] = (time.monotonic(), future)
+        future.set_result((status, payload))
+        return status, payload
 
 
 class _Handler(BaseHTTPRequestHandler):
     reward: OpenRLHFReward  # set on the subclass made by serve()
+    answers: _Answers
 
     def do_POST(self) -> None:  # noqa: N802 - the name http.server dispatches to
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self._reply(*self.answers.answer(body, lambda: self._score(body)))
+
+    def _score(self, body: bytes) -> tuple[int, dict]:
         try:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-            if not isinstance(body, dict) or "query" not in body or "prompts" not in body:
+            request = json.loads(body or b"{}")
+            if not isinstance(request, dict) or "query" not in request or "prompts" not in request:
                 raise ValueError('expected a JSON object with "query" and "prompts" lists (and "labels")')
-            self._reply(200, self.reward(body["query"], body["prompts"], body.get("labels")))
+            return 200, self.reward(request["query"], request["prompts"], request.get("labels"))
         except (ValueError, TypeError) as error:
-            self._reply(400, {"error": str(error)})
+            log.error("400: %s", error)
+            return 400, {"error": str(error)}
         except ItemNotScored as error:
-            log.error("%s", error)
-            self._reply(422, {"error": str(error)})
+            log.error("422: %s", error)
+            return 422, {"error": str(error)}
         except RewardServerError as error:
-            log.error("%s", error)
-            self._reply(503, {"error": str(error)})
+            log.error("503: %s", error)
+            return 503, {"error": str(error)}
 
     def _reply(self, status: int, payload: dict) -> None:
         data = json.dumps(payload).encode()
@@ -217,7 +299,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 def serve(reward: OpenRLHFReward, host: str, port: int) -> ThreadingHTTPServer:
     """An HTTP server answering OpenRLHF's reward requests on every path; call serve_forever()."""
-    handler = type("OpenRLHFHandler", (_Handler,), {"reward": reward})
+    handler = type("OpenRLHFHandler", (_Handler,), {"reward": reward, "answers": _Answers()})
     return ThreadingHTTPServer((host, port), handler)
 
 
@@ -234,7 +316,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rubric-column", default=RUBRIC_COLUMN, metavar="KEY",
                         help="the label object's key holding a sample's own rubric (default: %(default)s)")
     parser.add_argument("--auth-token-file", help="the server's bearer token (default: $GEVAL_REWARD_AUTH_TOKEN)")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds per scoring call")
+    parser.add_argument("--timeout", type=float, default=BRIDGE_TIMEOUT_S,
+                        help="deadline of one scoring call, seconds (default: %(default)s)")
+    parser.add_argument("--wait-for-server", type=float, default=BRIDGE_WAIT_S, metavar="SECONDS",
+                        help="how long to keep calling a server that is down or shedding load (default: %(default)s); "
+                        f"with --timeout, under OpenRLHF's {OPENRLHF_HTTP_TIMEOUT_S:.0f} s HTTP timeout")
     parser.add_argument("--mode", help="how G-Eval rubrics read the score slot: logprobs, sampling:N or "
                         "reasoning:MAX_TOKENS (default: $GEVAL_REWARD_MODE, else logprobs)")
     parser.add_argument("--host", default="127.0.0.1")
@@ -246,9 +332,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         scorer = SampleScorer.configure(
             server=args.server, rubrics=rubrics_from_text(",".join(args.rubric)) or None, on_error=on_error,
             timeout=args.timeout, token=read_token(args.auth_token_file), mode=args.mode,
+            wait_for_server_s=args.wait_for_server,
         )
     except (ValueError, OSError) as error:
         parser.error(str(error))
+    if args.timeout + args.wait_for_server >= OPENRLHF_HTTP_TIMEOUT_S:
+        log.warning("--timeout + --wait-for-server = %.0f s: OpenRLHF gives up on a request after %.0f s and "
+                    "posts it again", args.timeout + args.wait_for_server, OPENRLHF_HTTP_TIMEOUT_S)
     server = serve(OpenRLHFReward(scorer, args.rubric_column), args.host, args.port)
     host, port = server.server_address[:2]
     print(f"geval-openrlhf: serving OpenRLHF's reward protocol on http://{host}:{port}/get_reward "

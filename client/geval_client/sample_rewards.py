@@ -23,7 +23,7 @@ import os
 import threading
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .client import AsyncRewardClient, RewardClient
@@ -31,6 +31,7 @@ from .defaults import DEFAULT_TARGET, DEFAULT_TIMEOUT_S
 from .failures import MIN, OnError, parse_on_error, sample_reward
 from .pb.reward_pb2 import Item, RubricSelection
 from .requests import Prompt, Rubrics, make_item
+from .retry import RetryPolicy
 from .transport import read_token
 from .types import ItemResult, Logprobs, Mode, label_mass, mode_from_text
 
@@ -53,6 +54,7 @@ class SampleReward:
     failed: bool  # the server could not score the completion; reward is on_error
     label_mass: float  # mean over the G-Eval rubrics; 0.0 when failed or none read a slot
     score_claims_removed: int
+    rubric_rewards: dict[str, float] = field(default_factory=dict)  # rubric name -> its reward; {} when failed
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,9 @@ class SampleScorer:
     timeout: float
     token: str | None
     mode: Mode = Logprobs()  # how G-Eval rubrics read the score slot
+    # How long to keep calling a server that is down or shedding load; None: RetryPolicy's default.
+    # The OpenRLHF bridge sets it so that a whole answer comes before OpenRLHF's HTTP timeout.
+    wait_for_server_s: float | None = None
 
     @classmethod
     def configure(
@@ -73,6 +78,7 @@ class SampleScorer:
         timeout: float = DEFAULT_TIMEOUT_S,
         token: str | None = None,
         mode: Mode | str | None = None,
+        wait_for_server_s: float | None = None,
     ) -> SampleScorer:
         """Each option left None is read from its environment variable, then defaulted."""
         if on_error is None:
@@ -85,15 +91,16 @@ class SampleScorer:
             timeout=timeout,
             token=token if token is not None else read_token(None),
             mode=_mode(mode),
+            wait_for_server_s=wait_for_server_s,
         )
 
     def score(self, samples: Sequence[Sample]) -> list[SampleReward]:
-        client = _sync_client(self.server, self.timeout, self.token)
+        client = _sync_client(self.server, self.timeout, self.token, self.wait_for_server_s)
         items = self._items(samples)
         return self._rewards(samples, client.score(items, self.rubrics, self.mode))
 
     async def score_async(self, samples: Sequence[Sample]) -> list[SampleReward]:
-        client = _async_client(self.server, self.timeout, self.token)
+        client = _async_client(self.server, self.timeout, self.token, self.wait_for_server_s)
         items = self._items(samples)
         return self._rewards(samples, await client.score(items, self.rubrics, self.mode))
 
@@ -114,6 +121,7 @@ class SampleScorer:
                 failed=not result.ok,
                 label_mass=(label_mass(result) or 0.0) if result.ok else 0.0,
                 score_claims_removed=result.score_claims_removed,
+                rubric_rewards={s.rubric: s.reward for s in result.scores} if result.ok else {},
             ))
         return rewards
 
@@ -158,19 +166,23 @@ _async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple,
 )
 
 
-def _sync_client(server: str, timeout: float, token: str | None) -> RewardClient:
+def _sync_client(server: str, timeout: float, token: str | None, wait_s: float | None) -> RewardClient:
     """One blocking client per server in this process; gRPC channels are thread-safe."""
-    key = (server, timeout, token)
+    key = (server, timeout, token, wait_s)
     with _sync_lock:
         if key not in _sync_clients:
-            _sync_clients[key] = RewardClient(server, timeout, token=token)
+            _sync_clients[key] = RewardClient(server, timeout, retry=_retry(wait_s), token=token)
         return _sync_clients[key]
 
 
-def _async_client(server: str, timeout: float, token: str | None) -> AsyncRewardClient:
+def _async_client(server: str, timeout: float, token: str | None, wait_s: float | None) -> AsyncRewardClient:
     """One asyncio client per server and event loop: an asyncio channel belongs to its loop."""
     clients = _async_clients.setdefault(asyncio.get_running_loop(), {})
-    key = (server, timeout, token)
+    key = (server, timeout, token, wait_s)
     if key not in clients:
-        clients[key] = AsyncRewardClient(server, timeout, token=token)
+        clients[key] = AsyncRewardClient(server, timeout, retry=_retry(wait_s), token=token)
     return clients[key]
+
+
+def _retry(wait_for_server_s: float | None) -> RetryPolicy:
+    return RetryPolicy() if wait_for_server_s is None else RetryPolicy(wait_for_server_s=wait_for_server_s)

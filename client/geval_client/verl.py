@@ -1,15 +1,25 @@
-"""G-Eval rewards for veRL, in the three forms its reward managers call.
+"""G-Eval rewards for veRL, one form per way its reward managers call a reward.
 
-    # geval_reward.py, given to veRL as reward.custom_reward_function.path
-    from geval_client.verl import compute_score  # or compute_score_async, compute_score_batch
+veRL loads a form by path and name (`reward.custom_reward_function.path` and `.name`;
+`custom_reward_function.*` before 0.7); `pkg://geval_client.verl` needs no file:
 
-- compute_score(data_source, solution_str, ground_truth, extra_info, **kwargs): the
-  naive and remote reward managers (the latter in a Ray actor: it pickles), and
-  prime's process pool (positional arguments).
-- compute_score_async(...): the same as a coroutine; the reward loop's naive manager
-  awaits it on its event loop, many samples at once.
-- compute_score_batch(data_sources, solution_strs, ground_truths, extra_infos, **kwargs):
-  the legacy batch reward manager (`batch`); one Score call for the whole batch.
+- compute_score(data_source, solution_str, ground_truth, extra_info, **options): the
+  naive, dapo and remote managers (the remote one in a Ray actor: it pickles).
+- compute_score_async(...): the same as a coroutine; the reward loop's naive, dapo and
+  gdpo managers await it on their event loop, many samples at once.
+- compute_score_batch(data_sources, solution_strs, ground_truths, extra_infos, **options):
+  the legacy `batch` manager; one Score call for the whole batch.
+- compute_score_prime(...): the legacy `prime` manager, which reads a number (or
+  float(result[0])) and turns any Exception into 0.0: it returns the reward as a float.
+- compute_score_rate_limited(...): the `rate_limited` manager, which turns any Exception
+  into 0.0 with other keys than a scored sample's.
+
+A failure the completion did not cause (a missing reference, a judge error, the server
+unreachable) must not become a number: the first three forms raise it, and veRL's naive,
+dapo, gdpo, remote and batch managers let it stop the step. prime and rate_limited catch
+every Exception, so their forms log the cause at error level and raise ScoringAborted, a
+BaseException their `except Exception` lets through. compute_score's dict under prime
+raises it too, naming compute_score_prime, rather than read as 0.
 
 What each sample gives the judge: the input is extra_info[prompt_key] ("prompt" by
 default; text or chat messages), the reference is ground_truth when it is text, and
@@ -17,116 +27,186 @@ extra_info[rubric_column] ("rubrics" by default: veRL hands a reward each row's 
 in extra_info, not as columns) is the sample's own rubric, a rubric dict or a served
 name (or several, weighted: row_rubrics.py), replacing the rubrics for that sample.
 Options (server, rubrics, on_error, prompt_key, rubric_column, timeout, mode: "logprobs",
-"sampling:N" or "reasoning:MAX_TOKENS") come as keyword arguments, e.g. from
-`reward.custom_reward_function.reward_kwargs`, else from the environment
-(sample_rewards.py). Other keyword arguments veRL passes (reward_router_address,
-reward_model_tokenizer) are ignored.
+"sampling:N" or "reasoning:MAX_TOKENS", rubric_keys) come as keyword arguments, from
+`reward_kwargs` in veRL's config, else from the environment (sample_rewards.py); the
+reward loop's own reward_router_address and reward_model_tokenizer are ignored, any
+other name is an error.
 
-Every form returns a dict per sample, {"score": float, "label_mass", "failed",
-"score_claims_removed"} with the same keys every time, as veRL gathers the extra keys
-into per-sample columns. Never None: see sample_rewards.py for what a completion the
-server cannot score gets, and what raises.
+The dict forms return the same keys for every sample, as veRL gathers them into
+per-sample columns from the first sample's keys: {"score", "label_mass", "failed",
+"score_claims_removed"}, and with rubric_keys=True one "score/<rubric>" per configured
+rubric, for GDPO's `algorithm.gdpo_reward_keys`.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .defaults import DEFAULT_TIMEOUT_S
 from .failures import OnError
-from .requests import Rubrics
+from .requests import Rubrics, rubric_selection
 from .row_rubrics import row_rubrics
 from .sample_rewards import Sample, SampleReward, SampleScorer, reference_text
 from .types import Mode
 
+log = logging.getLogger(__name__)
+
 PROMPT_KEY, RUBRIC_COLUMN = "prompt", "rubrics"
+# What veRL's reward loop passes on its own when a reward model runs; not options of ours.
+VERL_KWARGS = frozenset({"reward_router_address", "reward_model_tokenizer"})
+# rate_limited gives up on a sample after `reward.timeout` (300 s by default) and sets 0.0,
+# with a warning: its form answers (or fails) well before, deadline and waiting included.
+RATE_LIMITED_TIMEOUT_S, RATE_LIMITED_WAIT_S = 200.0, 60.0
+
+
+class ScoringAborted(BaseException):
+    """A sample could not be scored, raised where veRL would turn an Exception into 0.0
+    (prime, rate_limited). A BaseException so that their `except Exception` lets it through
+    and the step stops, with this message."""
+
+
+@dataclass(frozen=True)
+class _Options:
+    scorer: SampleScorer
+    prompt_key: str
+    rubric_column: str
+    rubric_keys: tuple[str, ...]  # the "score/<rubric>" keys' rubrics; () when not asked for
+
+
+def _options(
+    server: str | None = None,
+    rubrics: Rubrics = None,
+    on_error: OnError | None = None,
+    prompt_key: str = PROMPT_KEY,
+    rubric_column: str = RUBRIC_COLUMN,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    mode: Mode | str | None = None,
+    rubric_keys: bool = False,
+    wait_for_server_s: float | None = None,
+    **framework_kwargs: Any,
+) -> _Options:
+    unknown = set(framework_kwargs) - VERL_KWARGS
+    if unknown:
+        raise TypeError(
+            f"geval_client.verl: unknown option(s) {sorted(unknown)} (from reward_kwargs?); options are server, "
+            "rubrics, on_error, prompt_key, rubric_column, timeout, mode, rubric_keys"
+        )
+    scorer = SampleScorer.configure(server, rubrics, on_error, timeout, mode=mode, wait_for_server_s=wait_for_server_s)
+    return _Options(scorer, prompt_key, rubric_column, _rubric_names(scorer.rubrics) if rubric_keys else ())
 
 
 def compute_score(
-    data_source: str,
-    solution_str: str,
-    ground_truth: Any,
-    extra_info: Mapping[str, Any] | None = None,
-    *,
-    server: str | None = None,
-    rubrics: Rubrics = None,
-    on_error: OnError | None = None,
-    prompt_key: str = PROMPT_KEY,
-    rubric_column: str = RUBRIC_COLUMN,
-    timeout: float = DEFAULT_TIMEOUT_S,
-    mode: Mode | str | None = None,
-    **framework_kwargs: Any,
+    data_source: str, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None = None,
+    **options: Any,
 ) -> dict[str, float]:
-    scorer = SampleScorer.configure(server, rubrics, on_error, timeout, mode=mode)
-    return _reply(scorer.score([_sample(solution_str, ground_truth, extra_info, prompt_key, rubric_column, 0)])[0])
+    """One sample's reward as a dict ("score" and the fixed extra keys).
+
+    Example: compute_score("summeval", "A library will be built.", "The reference.",
+    {"prompt": "Summarize: ..."}, server="judge:50051", rubrics="summeval-coherence")
+    -> {"score": 0.71, "label_mass": 0.93, "failed": 0.0, "score_claims_removed": 0.0}"""
+    opts = _options(**options)
+    sample = _sample(solution_str, ground_truth, extra_info, opts, 0)
+    return _reply(opts.scorer.score([sample])[0], opts)
 
 
 async def compute_score_async(
-    data_source: str,
-    solution_str: str,
-    ground_truth: Any,
-    extra_info: Mapping[str, Any] | None = None,
-    *,
-    server: str | None = None,
-    rubrics: Rubrics = None,
-    on_error: OnError | None = None,
-    prompt_key: str = PROMPT_KEY,
-    rubric_column: str = RUBRIC_COLUMN,
-    timeout: float = DEFAULT_TIMEOUT_S,
-    mode: Mode | str | None = None,
-    **framework_kwargs: Any,
+    data_source: str, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None = None,
+    **options: Any,
 ) -> dict[str, float]:
-    scorer = SampleScorer.configure(server, rubrics, on_error, timeout, mode=mode)
-    rewards = await scorer.score_async([_sample(solution_str, ground_truth, extra_info, prompt_key, rubric_column, 0)])
-    return _reply(rewards[0])
+    """compute_score as a coroutine, for the reward loop's managers."""
+    opts = _options(**options)
+    sample = _sample(solution_str, ground_truth, extra_info, opts, 0)
+    return _reply((await opts.scorer.score_async([sample]))[0], opts)
 
 
 def compute_score_batch(
-    data_sources: Sequence[str],
-    solution_strs: Sequence[str],
-    ground_truths: Sequence[Any],
-    extra_infos: Sequence[Mapping[str, Any] | None],
-    *,
-    server: str | None = None,
-    rubrics: Rubrics = None,
-    on_error: OnError | None = None,
-    prompt_key: str = PROMPT_KEY,
-    rubric_column: str = RUBRIC_COLUMN,
-    timeout: float = DEFAULT_TIMEOUT_S,
-    mode: Mode | str | None = None,
-    **framework_kwargs: Any,
+    data_sources: Sequence[str], solution_strs: Sequence[str], ground_truths: Sequence[Any],
+    extra_infos: Sequence[Mapping[str, Any] | None], **options: Any,
 ) -> list[dict[str, float]]:
+    """The legacy batch manager's form: one dict per sample, one Score call for all."""
     if not len(solution_strs) == len(ground_truths) == len(extra_infos):
         raise ValueError(
             f"got {len(solution_strs)} solution_strs, {len(ground_truths)} ground_truths and "
             f"{len(extra_infos)} extra_infos"
         )
-    scorer = SampleScorer.configure(server, rubrics, on_error, timeout, mode=mode)
-    samples = [
-        _sample(s, g, e, prompt_key, rubric_column, i)
-        for i, (s, g, e) in enumerate(zip(solution_strs, ground_truths, extra_infos))
-    ]
-    return [_reply(reward) for reward in scorer.score(samples)]
+    opts = _options(**options)
+    samples = [_sample(s, g, e, opts, i) for i, (s, g, e) in enumerate(zip(solution_strs, ground_truths, extra_infos))]
+    return [_reply(reward, opts) for reward in opts.scorer.score(samples)]
+
+
+def compute_score_prime(
+    data_source: str, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> float:
+    """The legacy prime manager's form: the reward as a float; any failure raises ScoringAborted.
+    prime runs it in a pool of processes, each with its own connection to the server."""
+    try:
+        opts = _options(**options)
+        return opts.scorer.score([_sample(solution_str, ground_truth, extra_info, opts, 0)])[0].reward
+    except Exception as error:
+        raise _aborted("compute_score_prime", error) from error
+
+
+async def compute_score_rate_limited(
+    data_source: str, solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None = None,
+    **options: Any,
+) -> dict[str, float]:
+    """The rate_limited manager's form: compute_score_async's dict, any failure raises
+    ScoringAborted; by default it answers within 260 s, under the manager's 300 s timeout."""
+    options.setdefault("timeout", RATE_LIMITED_TIMEOUT_S)
+    options.setdefault("wait_for_server_s", RATE_LIMITED_WAIT_S)
+    try:
+        return await compute_score_async(data_source, solution_str, ground_truth, extra_info, **options)
+    except Exception as error:
+        raise _aborted("compute_score_rate_limited", error) from error
+
+
+def _aborted(form: str, error: Exception) -> ScoringAborted:
+    """Logged here as well: a Ray worker that dies of it may show only its own log."""
+    message = f"geval_client.verl.{form}: {type(error).__name__}: {error}"
+    log.error("%s", message)
+    return ScoringAborted(message)
+
+
+class _Reply(dict):
+    """A dict result; prime reads a non-number as float(result[0]), which would be a KeyError it
+    turns into 0.0 for the whole batch: key 0 raises ScoringAborted naming the form to use."""
+
+    def __missing__(self, key: Any) -> Any:
+        if key == 0:
+            raise ScoringAborted(
+                "veRL's prime reward manager reads float(result[0]) and compute_score returns a dict: "
+                "set reward.custom_reward_function.name=compute_score_prime"
+            )
+        raise KeyError(key)
 
 
 def _sample(
-    solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None, prompt_key: str, rubric_column: str,
-    position: int,
+    solution_str: str, ground_truth: Any, extra_info: Mapping[str, Any] | None, opts: _Options, position: int,
 ) -> Sample:
     """position: the sample's place in the call; errors name its dataset row (extra_info["index"]) where known."""
     extra_info = extra_info or {}
-    if prompt_key not in extra_info:
+    if opts.prompt_key not in extra_info:
         raise ValueError(
-            f"extra_info[{prompt_key!r}] must hold what the judge reads as the input (the prompt); "
+            f"extra_info[{opts.prompt_key!r}] must hold what the judge reads as the input (the prompt); "
             f"extra_info has {sorted(extra_info)}. Add it in the data preprocessing or set prompt_key"
         )
-    origin = f"extra_info[{rubric_column!r}] row {extra_info.get('index', position)}"
+    row = extra_info.get("index", position)
+    origin = f"extra_info[{opts.rubric_column!r}] row {row}"
+    rubrics = row_rubrics(extra_info.get(opts.rubric_column), origin)
+    if rubrics and opts.rubric_keys:
+        raise ValueError(
+            f"{origin}: the row has its own rubrics, but rubric_keys=True needs the same rubrics on every "
+            "row (veRL takes a batch's keys from its first sample)"
+        )
     return Sample(
-        prompt=_prompt(extra_info[prompt_key]),
+        prompt=_prompt(extra_info[opts.prompt_key]),
         completion=solution_str,
         reference=reference_text(ground_truth),
-        rubrics=row_rubrics(extra_info.get(rubric_column), origin),
+        rubrics=rubrics,
         rubrics_origin=origin,
     )
 
@@ -138,10 +218,25 @@ def _prompt(value: Any) -> str | list[dict[str, str]]:
     return [{"role": str(m["role"]), "content": str(m["content"])} for m in value]
 
 
-def _reply(reward: SampleReward) -> dict[str, float]:
-    return {
-        "score": reward.reward,
-        "label_mass": reward.label_mass,
-        "failed": float(reward.failed),
-        "score_claims_removed": float(reward.score_claims_removed),
-    }
+def _rubric_names(rubrics: Rubrics) -> tuple[str, ...]:
+    """The configured rubrics' names, for the "score/<rubric>" keys."""
+    names = tuple(choice.name or choice.spec.name for choice in rubric_selection(rubrics))
+    if not names or not all(names):
+        raise ValueError(
+            "rubric_keys=True needs the rubrics named in the options (rubrics=, or GEVAL_REWARD_RUBRICS), "
+            f"inline rubrics with a 'name'; got {rubrics!r}"
+        )
+    return names
+
+
+def _reply(reward: SampleReward, opts: _Options) -> dict[str, float]:
+    reply = _Reply(
+        score=reward.reward,
+        label_mass=reward.label_mass,
+        failed=float(reward.failed),
+        score_claims_removed=float(reward.score_claims_removed),
+    )
+    for name in opts.rubric_keys:
+        # A failed completion gets on_error's reward under every key, as under "score".
+        reply[f"score/{name}"] = reward.reward if reward.failed else reward.rubric_rewards[name]
+    return reply

@@ -1,7 +1,7 @@
 """The OpenRLHF and veRL adapters against the real server, set up by the README's
 snippets (read from README.md) and called the way each framework calls them.
 
-- Contract tests (always run): the calls are made as OpenRLHF 0.11 and veRL 0.9
+- Contract tests (always run): the calls are made as OpenRLHF 0.8-0.11 and veRL 0.8
   make them, written down from their source (OpenRLHF: openrlhf/utils/agent.py,
   SingleTurnAgentExecutor, one sample per call, `query` decoded with special tokens
   kept; veRL: the naive, remote and batch reward managers' keyword arguments).
@@ -13,7 +13,9 @@ snippets (read from README.md) and called the way each framework calls them.
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib.util
+import inspect
 import json
 import pathlib
 import shlex
@@ -23,8 +25,10 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from geval_client.errors import ItemNotScored
 
 from tests.engine.readme_snippets import snippet, with_server
+from tests.unit.test_framework_adapters import prime_scores, rate_limited
 
 POLICY = pathlib.Path("~/.cache/geval-reward/models/smollm2-135m-instruct").expanduser()
 ARTICLE = "The city council voted on Tuesday to build a new public library on the site of the old bus depot."
@@ -34,7 +38,7 @@ REFERENCE = "A library will be built on the old bus depot site."
 # The README's snippets: files a framework loads, and the bridge's command line.
 OPENRLHF_FILE = snippet("python", "geval_client.openrlhf")
 OPENRLHF_BRIDGE = snippet("bash", "-m geval_client.openrlhf")
-VERL_FILE = snippet("python", "geval_client.verl")
+VERL_OVERRIDES = snippet("bash", "pkg://geval_client.verl")
 OPENRLHF_ENV_FILE = "from geval_client.openrlhf import reward_func  # noqa: F401\n"
 
 
@@ -125,6 +129,30 @@ def test_openrlhf_reward_file_scores_one_sample_per_call(server_address, tokeniz
     assert empty["rewards"] == [0.0] and empty["extra_logs"]["geval_failed"] == [1.0]  # on_error "min"
 
 
+def test_the_readmes_openrlhf_file_as_openrlhf_0_8_ships_it(server_address, tokenizer, tmp_path, caplog):
+    """OpenRLHF 0.8.x-0.9.0 (openrlhf/utils/remote_rm_utils.py, RemoteRewardModel): the file's
+    reward_func goes through ray.remote (a function, shipped with cloudpickle) and is called on
+    chunks of micro_rollout_batch_size samples."""
+    import cloudpickle
+
+    path = tmp_path / "geval_reward.py"
+    path.write_text(with_server(OPENRLHF_FILE, server_address))
+    reward_func = load_like_openrlhf(path)
+    assert inspect.isfunction(reward_func)  # what ray.remote requires of a non-class
+    remote = cloudpickle.loads(cloudpickle.dumps(reward_func))
+    prompt = openrlhf_prompt(tokenizer)
+    queries = [openrlhf_query(tokenizer, prompt, text) for text in (SUMMARY, "Library.", "")]
+    chunks = [remote(queries[i:i + 2], [prompt] * len(queries[i:i + 2]), [REFERENCE] * len(queries[i:i + 2]))
+              for i in range(0, 3, 2)]
+    rewards = [r for chunk in chunks for r in chunk["rewards"]]
+    assert 0.0 < rewards[0] < 1.0 and 0.0 < rewards[1] < 1.0 and rewards[2] == 0.0
+    # A failure the completion did not cause: raised (the Ray task fails), the cause at ERROR.
+    label = json.dumps({"rubrics": ["reference-match"]})
+    with pytest.raises(ItemNotScored, match="reference"):
+        remote(queries[:1], [prompt], [label])
+    assert any(r.levelname == "ERROR" and "reference" in r.getMessage() for r in caplog.records)
+
+
 def test_openrlhf_http_bridge_answers_openrlhfs_json(bridge, tokenizer):
     prompt = openrlhf_prompt(tokenizer)
     queries = [openrlhf_query(tokenizer, prompt, text) for text in (SUMMARY, "Library.", "")]
@@ -144,25 +172,70 @@ def test_openrlhf_http_bridge_answers_openrlhfs_json(bridge, tokenizer):
 # --- veRL, contract ----------------------------------------------------------------------
 
 
-def test_verl_forms_as_its_reward_managers_call_them(server_address, tmp_path):
-    path = tmp_path / "geval_reward.py"
-    path.write_text(VERL_FILE)
-    module = load_file(path)  # the README's file, loaded as veRL loads a custom reward file
-    compute_score, compute_score_async, compute_score_batch = (
-        module.compute_score, module.compute_score_async, module.compute_score_batch)
-    options = {"server": server_address, "rubrics": "summeval-coherence"}  # reward_kwargs
+def verl_config(overrides: str) -> dict:
+    """The README's Hydra overrides as a config: key=value lines, `+` dropped, lists as lists."""
+    config: dict = {}
+    for word in shlex.split(overrides.replace("\\\n", " ")):
+        if "=" not in word or word.startswith("..."):
+            continue
+        key, value = word.lstrip("+").split("=", 1)
+        *path, last = key.split(".")
+        node = config
+        for part in path:
+            node = node.setdefault(part, {})
+        node[last] = value[1:-1].split(",") if value.startswith("[") else value
+    return config
+
+
+def verl_reward(overrides: str, name: str | None = None):
+    """As veRL 0.8 loads it (verl/trainer/ppo/reward.py get_custom_reward_fn, and
+    verl/utils/import_utils.py load_extern_object for a pkg:// path): the object, reward_kwargs bound."""
+    import functools
+    import importlib
+
+    reward = verl_config(overrides)["reward"]["custom_reward_function"]
+    assert reward["path"].startswith("pkg://")
+    raw = getattr(importlib.import_module(reward["path"][len("pkg://"):]), name or reward["name"])
+    return functools.partial(raw, **reward.get("reward_kwargs", {})), verl_config(overrides)
+
+
+def test_the_readmes_verl_overrides_with_rate_limited(server_address):
+    compute_score, config = verl_reward(with_server(VERL_OVERRIDES, server_address))
+    assert config["reward"]["reward_manager"]["name"] == "rate_limited"
+    extra_info = {"prompt": [{"role": "user", "content": ARTICLE}], "index": 0}
+    sample = dict(data_source="summeval", ground_truth=REFERENCE, extra_info=extra_info)
+    scores, extra = rate_limited(compute_score, [{**sample, "solution_str": SUMMARY}, {**sample, "solution_str": ""}])
+    assert 0.0 < scores[0] < 1.0 and scores[1] == 0.0
+    assert set(extra) == {"score", "label_mass", "failed", "score_claims_removed"} and extra["failed"] == [0.0, 1.0]
+    # A rubric that needs a reference, and no reference: the judge's cause stops the step.
+    with pytest.raises(BaseException, match=r"compute_score_rate_limited: ItemNotScored: .*reference") as raised:
+        rate_limited(functools.partial(compute_score, rubrics="reference-match"),
+                     [{**sample, "solution_str": SUMMARY, "ground_truth": None}])
+    assert not isinstance(raised.value, Exception)
+
+
+def test_verl_forms_as_its_reward_managers_call_them(server_address):
+    overrides = with_server(VERL_OVERRIDES, server_address)
+    options = {"rubrics": "summeval-coherence"}
+    compute_score, _ = verl_reward(overrides, "compute_score")
     extra_info = {"prompt": [{"role": "user", "content": ARTICLE}], "index": 0, "num_turns": None}
     # naive and remote managers: keywords, plus the router's when a reward model runs
     sync = compute_score(data_source="summeval", solution_str=SUMMARY, ground_truth=REFERENCE, extra_info=extra_info,
                          reward_router_address=None, reward_model_tokenizer=None, **options)
     assert set(sync) == {"score", "label_mass", "failed", "score_claims_removed"} and 0.0 < sync["score"] < 1.0
+    compute_score_async, _ = verl_reward(overrides, "compute_score_async")
     coroutine = asyncio.run(compute_score_async(data_source="summeval", solution_str=SUMMARY,
                                                 ground_truth=REFERENCE, extra_info=extra_info, **options))
     assert coroutine["score"] == pytest.approx(sync["score"], abs=1e-3)
-    # prime manager: positional
-    assert compute_score("summeval", SUMMARY, REFERENCE, extra_info, **options)["score"] == pytest.approx(
-        sync["score"], abs=1e-3)
+    # prime manager: positional, a float each
+    prime, _ = verl_reward(overrides, "compute_score_prime")
+    prime = functools.partial(prime, **options)
+    assert prime_scores(prime, [("summeval", SUMMARY, REFERENCE, extra_info), ("summeval", "", REFERENCE, extra_info)]
+                        ) == [pytest.approx(sync["score"], abs=1e-3), 0.0]
+    with pytest.raises(BaseException, match=r"compute_score_prime: ItemNotScored: .*reference"):
+        prime_scores(functools.partial(prime, rubrics="reference-match"), [("summeval", SUMMARY, None, extra_info)])
     # batch manager
+    compute_score_batch, _ = verl_reward(overrides, "compute_score_batch")
     batch = compute_score_batch(data_sources=["summeval"] * 2, solution_strs=[SUMMARY, ""],
                                 ground_truths=[REFERENCE, REFERENCE], extra_infos=[extra_info] * 2, **options)
     assert batch[0]["score"] == pytest.approx(sync["score"], abs=1e-3)
@@ -225,19 +298,17 @@ def verl_data(tokenizer, summaries, ground_truth, extra_info):
     )
 
 
-def test_verl_reward_managers_load_and_call_the_adapter(server_address, tokenizer, tmp_path):
+def test_verl_reward_managers_load_and_call_the_adapter(server_address, tokenizer):
     pytest.importorskip("verl")
     from omegaconf import OmegaConf
     from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
     from verl.trainer.ppo.reward import get_custom_reward_fn
     from verl.workers.reward_manager.batch import BatchRewardManager
 
-    path = tmp_path / "geval_reward.py"
-    path.write_text(VERL_FILE)
-
     def loaded(name):
         kwargs = {"server": server_address, "rubrics": "summeval-coherence"}
-        config = {"reward": {"custom_reward_function": {"path": str(path), "name": name, "reward_kwargs": kwargs}}}
+        path = "pkg://geval_client.verl"
+        config = {"reward": {"custom_reward_function": {"path": path, "name": name, "reward_kwargs": kwargs}}}
         return get_custom_reward_fn(OmegaConf.create(config))
 
     extra_info = {"prompt": [{"role": "user", "content": ARTICLE}], "index": 0}

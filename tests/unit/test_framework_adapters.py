@@ -7,8 +7,12 @@ them against the real server the way each framework calls them."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import pickle
+import threading
+import time
 from concurrent import futures
+from functools import partial
 
 import grpc
 import pytest
@@ -60,7 +64,7 @@ def test_rubrics_from_the_environment_or_a_command_line():
 
 
 class ScriptedJudge(reward_pb2_grpc.RewardServiceServicer):
-    """Reward len(completion)/100 with rubric weights recorded; an empty completion fails
+    """Reward len(completion)/100, the k-th rubric's 1/(k+1) of it; an empty completion fails
     for its own reason, a reference "MISSING" like a missing reference."""
 
     def __init__(self) -> None:
@@ -81,9 +85,10 @@ class ScriptedJudge(reward_pb2_grpc.RewardServiceServicer):
                     field=f"items[{i}].reference"))
             else:
                 result.reward = len(item.completion) / 100
-                result.scores.append(reward_pb2.RubricScore(
-                    reward=result.reward, geval=reward_pb2.GEvalResult(label_mass=0.75)
-                ))
+                for k, rubric in enumerate(item.rubrics or request.rubrics or [reward_pb2.RubricSelection(name="d")]):
+                    result.scores.append(reward_pb2.RubricScore(
+                        rubric=rubric.name, reward=result.reward / (k + 1),
+                        geval=reward_pb2.GEvalResult(label_mass=0.75)))
             results.append(result)
         return reward_pb2.ScoreResponse(results=results)
 
@@ -112,10 +117,45 @@ def test_openrlhf_reward_func_reads_its_configuration_from_the_environment(judge
     assert judge.requests[-1].items[0].reference == "R"
 
 
-def test_a_failure_the_completion_did_not_cause_raises_instead_of_a_made_up_number(judge):
-    reward = openrlhf.OpenRLHFReward(SampleScorer.configure(judge.address, "a"))
+def test_a_failure_the_completion_did_not_cause_raises_instead_of_a_made_up_number(judge, caplog):
+    reward_func = openrlhf.make_reward_func(judge.address, "a")
     with pytest.raises(ItemNotScored, match="not because of its completion: items.0..reference"):
-        reward([PROMPT + "Fine."], [PROMPT], ["MISSING"])
+        reward_func([PROMPT + "Fine."], [PROMPT], ["MISSING"])
+    # OpenRLHF 0.9.1-0.11 logs what it catches at INFO: the cause is at ERROR before that.
+    [record] = [r for r in caplog.records if r.name == "geval_client.openrlhf"]
+    assert record.levelname == "ERROR" and "items[0].reference" in record.getMessage()
+
+
+def test_make_reward_func_is_a_plain_function_that_ray_can_ship(judge):
+    """OpenRLHF <= 0.9.0 (openrlhf/utils/remote_rm_utils.py, RemoteRewardModel.__init__) calls
+    ray.remote(reward_module.reward_func): Ray takes a function (inspect.isfunction) or a class,
+    and ships it with cloudpickle."""
+    import cloudpickle
+
+    reward_func = openrlhf.make_reward_func(judge.address, "a")
+    assert inspect.isfunction(reward_func) and inspect.isfunction(openrlhf.reward_func)
+    shipped = cloudpickle.loads(cloudpickle.dumps(reward_func))
+    assert shipped([PROMPT + "Twelve chars<|im_end|>"], [PROMPT], ["R"])["rewards"] == [0.12]
+
+
+def test_the_bridge_answers_a_retried_request_without_scoring_it_again():
+    answers, calls, release = openrlhf._Answers(), [], threading.Event()
+
+    def compute():
+        calls.append(1)
+        release.wait(5)
+        return 422, {"error": "items[0].reference: is required"}
+
+    with futures.ThreadPoolExecutor(2) as pool:
+        first = pool.submit(answers.answer, b"body", compute)
+        while not calls:
+            time.sleep(0.01)
+        retry = pool.submit(answers.answer, b"body", compute)  # OpenRLHF's retry, the first still scoring
+        release.set()
+        assert first.result() == retry.result() == (422, {"error": "items[0].reference: is required"})
+    assert answers.answer(b"body", compute)[0] == 422 and len(calls) == 1  # answered lately: kept
+    assert answers.answer(b"other", lambda: (503, {}))[0] == 503
+    assert answers.answer(b"other", lambda: (200, {"rewards": [1.0]}))[0] == 200  # a 503 is not kept
 
 
 def test_exclude_is_refused_where_every_sample_needs_a_number(judge):
@@ -141,13 +181,95 @@ def test_verl_forms_return_a_dict_with_a_float_score_and_fixed_keys(judge):
     assert [item.reference if item.HasField("reference") else None for item in request.items] == ["g", None, None]
 
 
+EXTRA = {"prompt": "Summarize.", "index": 3}
+
+
+def prime_scores(compute_score, samples):
+    """veRL 0.8's prime manager (verl/workers/reward_manager/prime.py): single_compute_score turns
+    any Exception into None, PrimeRewardManager.verify any Exception into 0.0 for the batch, and
+    a non-number result is read as float(result[0]). It runs the function in a process pool;
+    a thread pool here (this process holds a gRPC server, which fork does not take well)."""
+
+    async def single(executor, sample):
+        try:
+            return await asyncio.get_running_loop().run_in_executor(executor, partial(compute_score, *sample))
+        except Exception:
+            return None
+
+    async def gather():
+        with futures.ThreadPoolExecutor(4) as executor:
+            return await asyncio.gather(*(single(executor, sample) for sample in samples))
+
+    try:
+        results = asyncio.run(gather())
+        return [0.0 if r is None else float(r) if isinstance(r, int | float | bool) else float(r[0]) for r in results]
+    except Exception:
+        return [0.0] * len(samples)
+
+
+def test_verl_prime_gets_floats_and_a_failure_it_cannot_swallow(judge):
+    options = dict(server=judge.address, rubrics="a")
+    form = partial(verl.compute_score_prime, **options)  # as get_custom_reward_fn binds reward_kwargs
+    assert prime_scores(form, [("d", "Ten chars!", "R", EXTRA), ("d", "", "R", EXTRA)]) == [0.1, 0.0]
+    with pytest.raises(verl.ScoringAborted, match=r"compute_score_prime: ItemNotScored: .*items\[0\].reference"):
+        prime_scores(form, [("d", "Ten chars!", "R", EXTRA), ("d", "Fine.", "MISSING", EXTRA)])
+    with pytest.raises(verl.ScoringAborted, match="name=compute_score_prime"):  # the dict form, by mistake
+        prime_scores(partial(verl.compute_score, **options), [("d", "Ten chars!", "R", EXTRA)])
+    aborted = pickle.loads(pickle.dumps(verl.ScoringAborted("cause")))  # prime's pool sends it back pickled
+    assert isinstance(aborted, BaseException) and not isinstance(aborted, Exception) and str(aborted) == "cause"
+
+
+def rate_limited(compute_score, samples):
+    """veRL 0.8's RateLimitedRewardManager.run_single (verl/experimental/reward_loop/reward_manager/
+    limited.py): an Exception becomes reward 0.0 with {"error", "acc"}; the batch's keys are the
+    first sample's (reward_loop.py, RewardLoopManager.compute_rm_score)."""
+
+    async def single(sample):
+        try:
+            result = await asyncio.wait_for(compute_score(**sample), timeout=300.0)
+            return result["score"], dict(result)
+        except Exception as e:
+            return 0.0, {"error": str(e), "acc": 0.0}
+
+    async def gather():
+        return await asyncio.gather(*(single(sample) for sample in samples))
+
+    outputs = asyncio.run(gather())
+    keys = list(outputs[0][1])
+    return [score for score, _ in outputs], {key: [info[key] for _, info in outputs] for key in keys}
+
+
+def test_verl_rate_limited_keeps_its_keys_and_a_failure_stops_the_step(judge):
+    form = partial(verl.compute_score_rate_limited, server=judge.address, rubrics={"a": 1, "b": 1}, rubric_keys=True)
+    sample = dict(data_source="d", ground_truth="R", extra_info=EXTRA)
+    scores, extra = rate_limited(form, [{**sample, "solution_str": "Ten chars!"}, {**sample, "solution_str": ""}])
+    assert scores == [0.1, 0.0]
+    assert extra == {"score": [0.1, 0.0], "label_mass": [0.75, 0.0], "failed": [0.0, 1.0],
+                     "score_claims_removed": [0.0, 0.0], "score/a": [0.1, 0.0], "score/b": [0.05, 0.0]}
+    with pytest.raises(verl.ScoringAborted, match=r"rate_limited: ItemNotScored: .*reference"):
+        rate_limited(form, [{**sample, "solution_str": "Ten chars!"},
+                            {**sample, "solution_str": "x", "ground_truth": "MISSING"}])
+
+
+def test_verl_rubric_keys_need_the_same_named_rubrics_on_every_row(judge):
+    with pytest.raises(ValueError, match="rubric_keys=True needs the rubrics named"):
+        verl.compute_score("d", "text", "R", EXTRA, server=judge.address, rubric_keys=True)
+    with pytest.raises(ValueError, match=r"row 3: the row has its own rubrics"):
+        verl.compute_score("d", "text", "R", {**EXTRA, "rubrics": "b"}, server=judge.address, rubrics="a",
+                           rubric_keys=True)
+    with pytest.raises(TypeError, match=r"unknown option\(s\) \['rubric'\]"):
+        verl.compute_score("d", "text", "R", EXTRA, server=judge.address, rubric="a")
+
+
 def test_verl_names_the_missing_prompt(judge):
     with pytest.raises(ValueError, match=r"extra_info\['question'\] must hold .* extra_info has \['index'\]"):
         verl.compute_score("d", "text", None, {"index": 1}, server=judge.address, prompt_key="question")
 
 
 def test_the_adapters_pickle():
-    for function in (openrlhf.reward_func, verl.compute_score, verl.compute_score_async, verl.compute_score_batch):
+    forms = (verl.compute_score, verl.compute_score_async, verl.compute_score_batch, verl.compute_score_prime,
+             verl.compute_score_rate_limited)
+    for function in (openrlhf.reward_func, *forms):
         assert pickle.loads(pickle.dumps(function)) is function
     reward = openrlhf.OpenRLHFReward(SampleScorer.configure("judge:50051", {"a": 1}))
     assert pickle.loads(pickle.dumps(reward)) == reward

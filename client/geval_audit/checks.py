@@ -10,6 +10,9 @@
   scored, the references (in pairwise data a prompt often has one completion,
   so within it only the references vary in length); a text repeated across rows
   (one pair judged by several raters) counts once.
+- Self-preference read as a comparison (with --compare-with-reference): the judge
+  compares the completion with the reference directly, both orders read so the
+  placement cannot decide; P(completion beats reference) averaged, 0.5 is no preference.
 - SemScore: cosine of completion and reference embeddings, beside the judge.
 - Agreement with humans: the G-Eval per-prompt protocol, and one correlation
   over all rows, for the judge's reward and for SemScore.
@@ -115,6 +118,7 @@ class Checks:
     length_bias: LengthBias | None
     semscore: SemScoreCheck | None
     agreement: list[Agreement]
+    comparison: Estimate | None = None  # mean P(completion beats reference), judged side by side
 
 
 def _ok(result: dict[str, Any] | None) -> bool:
@@ -319,4 +323,14 @@ def run_checks(
         length_bias=length_bias(scored, resamples, seed),
         semscore=semscore_check(scored, semscore_model, resamples, seed) if semscore_model else None,
         agreement=agreement(scored, human_columns, resamples, seed),
+        comparison=comparison_preference(scored, resamples, seed),
     )
+
+
+def comparison_preference(records: Sequence[dict], resamples: int = 2000, seed: int = 0) -> Estimate | None:
+    """Mean P(completion beats reference) over the rows the judge compared, prompts resampled."""
+    compared = [r for r in records if r.get("comparison_win") is not None]
+    if not compared:
+        return None
+    return bootstrap_mean([r["comparison_win"] for r in compared], resamples, seed=seed,
+                          clusters=[r["group"] for r in compared])

@@ -71,6 +71,9 @@ def add_parser(commands) -> None:
     checks = audit.add_argument_group("checks and CI gates")
     checks.add_argument("--no-self-preference", action="store_true", help="do not score the references")
     checks.add_argument("--no-semscore", action="store_true")
+    checks.add_argument("--compare-with-reference", action="store_true",
+                        help="also have the judge compare each completion with its reference side by side "
+                        "(both orders read): self-preference read as P(completion beats reference)")
     checks.add_argument("--bootstrap-resamples", type=int, default=2000)
     checks.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     checks.add_argument("--fail-on-self-preference", action="store_true",
@@ -126,7 +129,8 @@ def config_from_args(args: argparse.Namespace):
         serve_args=shlex.split(args.serve_args) if args.start_server else None,
         rubrics=dict(args.rubric), mode=mode_from_args(args),
         batch_size=args.batch_size, timeout_s=args.timeout, self_preference=not args.no_self_preference,
-        semscore=not args.no_semscore, resamples=args.bootstrap_resamples, seed=args.seed,
+        semscore=not args.no_semscore, compare_with_reference=args.compare_with_reference,
+        resamples=args.bootstrap_resamples, seed=args.seed,
         fail_on_self_preference=args.fail_on_self_preference,
         self_preference_margin=args.self_preference_margin,
         max_length_correlation=args.max_length_correlation, min_agreement=args.min_agreement,

@@ -123,6 +123,19 @@ def self_preference_section(check: SelfPreference, context: RunContext) -> Secti
     return section
 
 
+def comparison_section(comparison: Estimate) -> Section:
+    section = Section("Self-preference read as a comparison")
+    leaning = comparison.excludes(0.5)
+    verdict = {"above": "the judge prefers the completion", "below": "the judge prefers the reference"}.get(
+        leaning, "no preference either way")
+    section.blocks.append(
+        f"{comparison.n} pairs: the judge compared each completion with its human reference side by side, "
+        "both orders read, so which text came first cannot decide. Mean P(completion beats reference) "
+        f"{comparison.text()} (95% interval, prompts resampled; 0.5 is no preference): {verdict}."
+    )
+    return section
+
+
 def _length_control(control: LengthControl) -> str:
     return (
         f"**Length.** Judges tend to reward longer text, and over the {control.pairs} pairs the verdict "
@@ -204,6 +217,8 @@ def build_sections(context: RunContext, checks: Checks) -> list[Section]:
     sections = [run_section(context, checks)]
     if checks.self_preference:
         sections.append(self_preference_section(checks.self_preference, context))
+    if checks.comparison is not None:
+        sections.append(comparison_section(checks.comparison))
     if checks.length_bias:
         sections.append(length_section(checks))
     if checks.semscore:

@@ -4,7 +4,9 @@ Each row sends its completion and, for the self-preference check, its human
 reference as a second completion for the same prompt (same judge, same
 rubrics). Texts already scored in this run or an earlier one are not sent
 again: rating data repeats pairs across raters. SemScore (completion against
-reference) comes from the same server, as the scorer it serves as `semscore`.
+reference) comes from the same server, as the scorer it serves as `semscore`. With
+`compare`, the judge also compares each completion with its reference directly
+(ScoreGroups, anchor schedule, both orders read): P(completion beats reference).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class ScoringOptions:
     score_references: bool = True
     send_references: bool = False  # only rubrics that compare with a reference read it
     semscore: bool = False  # ask the server for SemScore of each completion against its reference
+    compare: bool = False  # ask the judge for P(completion beats reference), both orders read
 
 
 def words(text: str | None) -> int | None:
@@ -68,7 +71,7 @@ def _pairs(row: AuditRow, options: ScoringOptions) -> dict[str, tuple[str, str |
 
 
 def record_for(
-    row: AuditRow, results: dict[str, dict[str, Any]], semscore: float | None
+    row: AuditRow, results: dict[str, dict[str, Any]], semscore: float | None, comparison: float | None = None
 ) -> dict[str, Any]:
     return {
         "key": row.key,
@@ -83,6 +86,7 @@ def record_for(
         "completion_result": results["completion"],
         "reference_result": results.get("reference"),
         "semscore": semscore,
+        "comparison_win": comparison,
     }
 
 
@@ -118,6 +122,7 @@ def score_rows(
             batch = todo[start : start + options.batch_size]
             _score_missing(batch, client, options, cache)
             cosines = _semscores(batch, client) if options.semscore else {}
+            wins = _comparisons(batch, client, options.rubrics) if options.compare else {}
             transient = []
             for row in batch:
                 results = {
@@ -128,7 +133,7 @@ def score_rows(
                 if errors:
                     transient.append((row, errors[0]))
                     continue
-                out.write(record_for(row, results, cosines.get(row.key)))
+                out.write(record_for(row, results, cosines.get(row.key), wins.get(row.key)))
             bar.update(len(batch))
             progress.update(len(batch), bar.disable)
             if transient:
@@ -174,6 +179,18 @@ def _score_missing(batch: Sequence[AuditRow], client, options: ScoringOptions, c
     results = client.score(list(wanted.values()), rubrics=options.rubrics, mode=options.mode)
     for key, result in zip(wanted, results):
         cache[key] = dataclasses.asdict(result)
+
+
+def _comparisons(batch: Sequence[AuditRow], client, rubrics: dict[str, float]) -> dict[str, float]:
+    """P(completion beats its reference) per row that has one, the judge comparing the two
+    in both orders; a row the server could not compare gets none."""
+    with_reference = [row for row in batch if row.reference is not None]
+    if not with_reference:
+        return {}
+    groups = [{"prompt": r.prompt, "completions": [r.completion], "reference": r.reference} for r in with_reference]
+    results = client.score_groups(groups, rubrics=rubrics or None, schedule="anchor")
+    return {row.key: result.completions[0].reward for row, result in zip(with_reference, results)
+            if result.ok and result.completions[0].ok}
 
 
 def _semscores(batch: Sequence[AuditRow], client) -> dict[str, float]:

@@ -47,6 +47,7 @@ class AuditConfig:
     timeout_s: float = 600.0
     self_preference: bool = True
     semscore: bool = True
+    compare_with_reference: bool = False  # the judge also compares completion and reference side by side
     resamples: int = 2000
     seed: int = 0
     fail_on_self_preference: bool = False
@@ -168,6 +169,7 @@ def run_audit(config: AuditConfig) -> AuditOutcome:
         options = ScoringOptions(
             rubrics, config.mode, config.batch_size, score_references,
             send_references=bool(uses_reference), semscore=semscore_model is not None,
+            compare=config.compare_with_reference and config.columns.reference is not None,
         )
         scored_now = score_rows(rows, client, store, options)
     done = store.load()

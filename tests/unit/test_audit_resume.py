@@ -172,3 +172,40 @@ def test_the_report_warns_when_per_prompt_correlations_rest_on_two_texts(tmp_pat
     )
     markdown = to_markdown("Reward audit", build_sections(context, checks))
     assert "have only two texts, whose rank correlation can only be +1 or -1" in markdown
+
+
+class ComparingClient(LengthRewardClient):
+    """Also compares a completion with its reference: the longer text wins with 0.8."""
+
+    def __init__(self):
+        super().__init__()
+        self.groups = []
+
+    def score_groups(self, groups, rubrics=None, schedule=None):
+        from geval_client.types import group_result
+
+        assert schedule == "anchor"
+        self.groups += groups
+        results = []
+        for group in groups:
+            win = 0.8 if len(group["completions"][0]) > len(group["reference"]) else 0.2
+            results.append(group_result(reward_pb2.GroupResult(
+                schedule=reward_pb2.SCHEDULE_ANCHOR, completions=[reward_pb2.CompletionResult(reward=win)])))
+        return results
+
+
+def test_self_preference_read_as_a_comparison(tmp_path):
+    store = ItemStore(tmp_path / "out")
+    store.open_run({"rubrics": {"r": 1.0}})
+    rows = _rows(4)
+    client = ComparingClient()
+    score_rows(rows, client, store, dataclasses.replace(OPTIONS, compare=True))
+    assert [g["reference"] for g in client.groups] == [r.reference for r in rows]
+    records = [json.loads(line) for line in _lines(store)]
+    assert [r["comparison_win"] for r in records] == [0.8] * 4  # the model texts are the longer ones
+    checks = run_checks(records, ["h"], None, resamples=200)
+    assert checks.comparison.value == pytest.approx(0.8) and checks.comparison.excludes(0.5) == "above"
+    context = RunContext(input="in.jsonl", rows_read=4, row_errors=[], judge_model="fake", rubrics={"r": 1.0},
+                         rubric_hashes={"r": "h"}, rubrics_using_reference=[], mode="logprobs",
+                         semscore_model=None, gate_failures=[])
+    assert "P(completion beats reference) 0.800" in to_markdown("audit", build_sections(context, checks))

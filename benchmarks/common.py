@@ -199,6 +199,19 @@ async def score_concurrently(address: str, batches: Sequence[list[dict]], client
     return latencies
 
 
+def write_rubric_file(path: pathlib.Path, fields: dict[str, Any]) -> None:
+    """A rubric or scorer file as `--rubrics` reads it: top-level keys, then tables such as
+    [scale]. JSON strings and numbers are valid TOML values; booleans are spelled as TOML's."""
+
+    def value(v: Any) -> str:
+        return ("true" if v else "false") if isinstance(v, bool) else json.dumps(v)
+
+    lines = [f"{key} = {value(v)}" for key, v in fields.items() if not isinstance(v, dict)]
+    for table, entries in ((k, v) for k, v in fields.items() if isinstance(v, dict)):
+        lines += ["", f"[{table}]", *(f"{key} = {value(v)}" for key, v in entries.items())]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
 # ---- reporting -------------------------------------------------------------------------
 
 

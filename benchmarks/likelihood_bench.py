@@ -56,8 +56,7 @@ def write_specs(folder: pathlib.Path) -> None:
     """The likelihood-summary preset with the PMI baseline and both guards."""
     fields = {"kind": "likelihood", "name": GUARDED, "criterion": "Overall",
               "instruction": "Summary of the article above:", **GUARDS}
-    text = "".join(f"{key} = {json.dumps(value)}\n" for key, value in fields.items())
-    (folder / f"{GUARDED}.toml").write_text(text, encoding="utf-8")
+    common.write_rubric_file(folder / f"{GUARDED}.toml", fields)
 
 
 def attacks(doc: list[datasets.Rated], rng: random.Random) -> dict[str, str]:

@@ -21,6 +21,7 @@ import pathlib
 import sys
 import time
 
+import common
 from geval_client import RewardClient
 from geval_server.rubrics import PRESET_DIR, read_toml
 from geval_server.scorers.text_guards import copy_rate, guard_factor, repetition_rate
@@ -44,12 +45,6 @@ def scorer_names(task_name: str, rubrics: dict[str, str], variant: str) -> dict[
     return {dim: f"likelihood-{preset}{PMI_SUFFIX}" for dim, preset in rubrics.items()}
 
 
-def _toml(fields: dict) -> str:
-    import json
-
-    return "".join(f"{key} = {json.dumps(value)}\n" for key, value in fields.items())
-
-
 def write_specs(folder: pathlib.Path) -> None:
     """PMI copies of the likelihood presets that read the completion after the source."""
     for path in sorted(PRESET_DIR.glob("likelihood-*.toml")):
@@ -57,7 +52,7 @@ def write_specs(folder: pathlib.Path) -> None:
         if data.get("direction", "source") != "source":
             continue
         data.update(name=data["name"] + PMI_SUFFIX, baseline="unconditional")
-        (folder / f"{data['name']}.toml").write_text(_toml(data), encoding="utf-8")
+        common.write_rubric_file(folder / f"{data['name']}.toml", data)
 
 
 def guard(item: dict) -> float:

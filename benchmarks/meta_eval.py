@@ -41,6 +41,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import common
 import likelihood_meta
 from geval_audit import datasets
 from geval_audit.stats import (
@@ -110,24 +111,13 @@ def load_tasks(names: Sequence[str], summeval_docs: int | None, topical_contexts
     return [make[name]() for name in names]
 
 
-def _toml_value(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    return json.dumps(value)  # a JSON string is a valid TOML basic string
-
-
 def write_no_steps_rubrics(names: set[str], folder: pathlib.Path) -> None:
     """Copies of the presets named NAME-nosteps, their steps one neutral line."""
     for name in sorted(names):
         data = read_toml(PRESET_DIR / f"{name}.toml")
         data["name"] = name + NO_STEPS_SUFFIX
         data["evaluation_steps"] = NO_STEPS_TEXT
-        scale = data.pop("scale")
-        lines = [f"{key} = {_toml_value(value)}" for key, value in data.items()]
-        lines += ["", "[scale]"] + [f"{key} = {_toml_value(value)}" for key, value in scale.items()]
-        (folder / f"{name}{NO_STEPS_SUFFIX}.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        common.write_rubric_file(folder / f"{name}{NO_STEPS_SUFFIX}.toml", data)
 
 
 @dataclass

@@ -21,9 +21,9 @@ Rubric = str | Mapping[str, Any]  # a served name, or a rubric dict
 # (name or rubric dict, weight) pairs. Weights default to 1.
 Rubrics = Rubric | Mapping[str, float] | Sequence[Rubric | tuple[Rubric, float]] | None
 
-_SPEC_TEXT = ("name", "criterion", "task_introduction", "evaluation_criteria",
-              "evaluation_steps", "source_label", "target_label", "reference_label")
-_SPEC_KEYS = {*_SPEC_TEXT, "uses_reference", "scale"}
+# The wire contract (RubricSpec) is the one list of a rubric's fields.
+_SPEC_TEXT = tuple(f.name for f in reward_pb2.RubricSpec.DESCRIPTOR.fields if f.type == f.TYPE_STRING)
+_SPEC_KEYS = {f.name for f in reward_pb2.RubricSpec.DESCRIPTOR.fields}
 
 
 def make_item(

@@ -147,13 +147,16 @@ def _selection(
     return selection
 
 
+_SPEC_TEXT = [f for f in reward_pb2.RubricSpec.DESCRIPTOR.fields if f.type == f.TYPE_STRING]
+
+
 def _inline_rubric(spec: reward_pb2.RubricSpec, field: str, limits: Limits) -> Rubric:
     """A rubric sent with the request, checked as a rubric file is (rubric_from_dict), its
     text under the same length limit as any other caller text."""
-    data: dict = {key: getattr(spec, key) for key in ("name", "criterion", "task_introduction", "evaluation_criteria")}
-    for key in ("evaluation_steps", "source_label", "target_label", "reference_label"):
-        if spec.HasField(key):
-            data[key] = getattr(spec, key)
+    data: dict = {}
+    for described in _SPEC_TEXT:  # unset optional fields stay out, so the rubric's defaults apply
+        if not described.has_presence or spec.HasField(described.name):
+            data[described.name] = getattr(spec, described.name)
     for key, text in data.items():
         if len(text) > limits.max_field_chars:
             raise RequestError(

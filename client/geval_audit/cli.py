@@ -1,6 +1,6 @@
 """`geval-reward audit`: the command line of the offline reward audit.
 
-Building the parser imports nothing heavy: `geval-reward serve` builds it too."""
+Building the parser imports nothing heavy: `geval-reward --help` builds it too."""
 
 from __future__ import annotations
 
@@ -169,17 +169,17 @@ def _exit_on_sigterm(signum, frame) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from geval_client import RewardServerError
-    from geval_server.launcher import ServerStartError
 
     from .inputs import InputError
     from .row_scoring import ServerUnavailable
     from .runner import EXIT_ERROR, AuditError, run_audit
+    from .started_server import ServerStartFailed
     from .store import OutputMismatch
 
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         outcome = run_audit(config_from_args(args))
-    except (AuditError, InputError, OutputMismatch, ServerStartError, ServerUnavailable) as error:
+    except (AuditError, InputError, OutputMismatch, ServerStartFailed, ServerUnavailable) as error:
         print(f"geval-reward audit: error: {error}", file=sys.stderr)
         return EXIT_ERROR
     except RewardServerError as error:
@@ -227,10 +227,10 @@ def redteam_main(args: argparse.Namespace) -> int:
     import contextlib
 
     from geval_client import RewardClient, RewardServerError
-    from geval_server.launcher import ServerStartError, running_server
 
     from .injections import CORPUS, load_corpus
     from .redteam import RedTeamError, gate_failures, load_base_texts, report_tables, run_redteam, summeval_base_texts
+    from .started_server import ServerStartFailed, started_server
 
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)  # a started server is stopped too
     try:
@@ -238,11 +238,11 @@ def redteam_main(args: argparse.Namespace) -> int:
         bases = load_base_texts(args.base) if args.base else summeval_base_texts(args.docs, args.rubric)
         token = read_token(args.auth_token_file)
         with contextlib.ExitStack() as stack:
-            target = (stack.enter_context(running_server(*shlex.split(args.serve_args)))
+            target = (stack.enter_context(started_server(shlex.split(args.serve_args)))
                       if args.start_server else args.target)
             client = stack.enter_context(RewardClient(target, timeout=args.timeout, token=token))
             result = run_redteam(client, bases, corpus, args.rubric, mode_from_args(args))
-    except (OSError, ValueError, TypeError, RedTeamError, ServerStartError, RewardServerError) as error:
+    except (OSError, ValueError, TypeError, RedTeamError, ServerStartFailed, RewardServerError) as error:
         print(f"geval-reward redteam: error: {error}", file=sys.stderr)
         return 2
     finally:

@@ -136,10 +136,17 @@ def comparison_section(comparison: Estimate) -> Section:
     return section
 
 
+def _longer_or_shorter(words: float) -> str:
+    """A difference in words as a reader says it: "12.0 words longer than", "78.6 words shorter than"."""
+    if round(words, 1) == 0:
+        return "as long as"
+    return f"{abs(words):.1f} words {'longer' if words > 0 else 'shorter'} than"
+
+
 def _length_control(control: LengthControl) -> str:
     return (
         f"**Length.** Judges tend to reward longer text, and over the {control.pairs} pairs the verdict "
-        f"rests on the completion is {control.mean_word_difference:+.1f} words longer than the reference on "
+        f"rests on, the completion is {_longer_or_shorter(control.mean_word_difference)} the reference on "
         f"average. Regressing the gap on the difference in words gives a gap at equal length of "
         f"{control.gap_at_equal_length.text()} and {control.gap_per_100_words.text()} per 100 words of "
         f"difference (Spearman of gap and difference {control.gap_and_length.spearman.text()}); the "

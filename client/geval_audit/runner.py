@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 
 from geval_client import RewardClient
 from geval_client.types import Logprobs, Mode, Reasoning, Sampling
-from geval_server.launcher import running_server
 
 from .checks import JUDGE_METRIC, Checks, run_checks
 from .inputs import AuditRow, Columns, RowError, check_columns, parse_rows, read_records
 from .report import RunContext, build_sections, to_html, to_markdown
 from .row_scoring import SEMSCORE, ScoringOptions, score_rows
+from .started_server import started_server
 from .store import ItemStore
 
 EXIT_OK, EXIT_GATE, EXIT_ERROR = 0, 1, 2
@@ -85,7 +85,7 @@ def reward_client(config: AuditConfig) -> Iterator[RewardClient]:
             yield client
         return
     print(f"audit: starting the judge server (geval-reward serve {' '.join(config.serve_args)})", file=sys.stderr)
-    with (running_server(*config.serve_args) as address,
+    with (started_server(config.serve_args) as address,
           RewardClient(address, timeout=config.timeout_s, token=config.token) as client):
         yield client
 

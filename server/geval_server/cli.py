@@ -1,4 +1,6 @@
-"""`geval-reward`: the command line."""
+"""`geval-reward serve`: the server's command line. The `geval-reward` command
+(geval_reward/cli.py) sends `serve` here; `python -m geval_server.cli serve ...` runs
+it directly, as the launcher does."""
 
 from __future__ import annotations
 
@@ -10,7 +12,6 @@ import pathlib
 import sys
 from typing import Any
 
-from geval_audit import cli as audit_cli
 from geval_client.transport import TOKEN_ENV, read_token
 
 from .config import ServeConfig
@@ -130,20 +131,13 @@ def _serve(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """`serve [MODEL] [flags]`, as typed after `geval-reward`."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] != ["serve"]:
+        sys.exit("usage: python -m geval_server.cli serve [MODEL] [flags] "
+                 "(the audits: geval-reward audit, geval-reward redteam)")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # `serve` parses alone: its vLLM flags import vLLM (seconds), which `audit` never needs.
-    if argv[:1] == ["serve"]:
-        sys.exit(_serve(argv[1:]))
-    parser = argparse.ArgumentParser(prog="geval-reward", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("serve", help="serve rewards over gRPC (flags: geval-reward serve --help)")
-    audit_cli.add_parser(commands)
-    audit_cli.add_redteam_parser(commands)
-    args = parser.parse_args(argv)
-    if args.command == "redteam":
-        raise SystemExit(audit_cli.redteam_main(args))
-    raise SystemExit(audit_cli.main(args))
+    sys.exit(_serve(argv[1:]))
 
 
 if __name__ == "__main__":

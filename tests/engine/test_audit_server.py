@@ -6,7 +6,7 @@ import json
 import pathlib
 
 import pytest
-from geval_server.cli import main
+from geval_reward.cli import main
 
 DATA = pathlib.Path(__file__).parents[1] / "data" / "audit_rows.jsonl"
 

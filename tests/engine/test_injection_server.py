@@ -61,7 +61,7 @@ def test_the_redteam_command_prints_shifts_and_gates_on_the_mean(server_address,
     """`geval-reward redteam` against the running judge with a user's own corpus and base
     file: one attack, one control, one base text; exit 0 under a loose gate, 1 under one
     no judge can pass."""
-    from geval_server.cli import main
+    from geval_reward.cli import main
 
     corpus = tmp_path / "attacks.jsonl"
     corpus.write_text(

@@ -7,7 +7,7 @@ import pytest
 from geval_audit.checks import run_checks
 from geval_audit.inputs import Columns
 from geval_audit.runner import AuditConfig, gate_failures
-from geval_server.cli import main
+from geval_reward.cli import main
 
 DATA = pathlib.Path(__file__).parents[1] / "data" / "audit_rows.jsonl"
 NO_SERVER = "127.0.0.1:1"  # never reached: these fail before connecting

@@ -1,0 +1,45 @@
+"""`geval-reward`: sends `serve` to the server's command line (geval_server.cli) and
+`audit` and `redteam` to the audit's (geval_audit.cli).
+
+Each side is imported only when its command runs: the server needs its extra (vLLM,
+torch), the audit needs its own (scipy, matplotlib), and an install with one of them
+runs that side's commands."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+SERVER_EXTRA_HINT = "the server needs geval-reward's [gpu] extra ([cpu] on a machine without a GPU)"
+
+
+def _parser(audit_cli) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="geval-reward", description="G-Eval reward server and its audits.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("serve", help="serve rewards over gRPC (flags: geval-reward serve --help)")
+    audit_cli.add_parser(commands)
+    audit_cli.add_redteam_parser(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # `serve` parses alone: its parser holds vLLM's engine flags, so building it imports vLLM.
+    if argv[:1] == ["serve"]:
+        try:
+            from geval_server import cli as server_cli
+        except ModuleNotFoundError as error:
+            if (error.name or "").startswith("geval_server"):
+                raise  # our own module missing: a broken install, not a missing extra
+            sys.exit(f"geval-reward serve: {error}; {SERVER_EXTRA_HINT}")
+        return server_cli.main(argv)
+    from geval_audit import cli as audit_cli
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = _parser(audit_cli).parse_args(argv)
+    raise SystemExit(audit_cli.redteam_main(args) if args.command == "redteam" else audit_cli.main(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -104,7 +104,7 @@ def post(url: str, payload: dict) -> tuple[int, dict]:
 
 
 def test_the_readmes_openrlhf_file_scores_one_sample_per_call(server_address, tokenizer, tmp_path):
-    path = tmp_path / "geval_reward.py"
+    path = tmp_path / "openrlhf_reward.py"
     path.write_text(with_server(OPENRLHF_FILE, server_address))
     reward_func = load_like_openrlhf(path)
     prompt = openrlhf_prompt(tokenizer)
@@ -115,7 +115,7 @@ def test_the_readmes_openrlhf_file_scores_one_sample_per_call(server_address, to
 def test_openrlhf_reward_file_scores_one_sample_per_call(server_address, tokenizer, tmp_path, monkeypatch):
     monkeypatch.setenv("GEVAL_REWARD_SERVER", server_address)
     monkeypatch.setenv("GEVAL_REWARD_RUBRICS", "summeval-coherence,reference-match")
-    path = tmp_path / "geval_reward.py"
+    path = tmp_path / "openrlhf_reward.py"
     path.write_text(OPENRLHF_ENV_FILE)
     reward_func = load_like_openrlhf(path)
     prompt = openrlhf_prompt(tokenizer)
@@ -135,7 +135,7 @@ def test_the_readmes_openrlhf_file_as_openrlhf_0_8_ships_it(server_address, toke
     chunks of micro_rollout_batch_size samples."""
     import cloudpickle
 
-    path = tmp_path / "geval_reward.py"
+    path = tmp_path / "openrlhf_reward.py"
     path.write_text(with_server(OPENRLHF_FILE, server_address))
     reward_func = load_like_openrlhf(path)
     assert inspect.isfunction(reward_func)  # what ray.remote requires of a non-class
@@ -261,7 +261,7 @@ def test_openrlhf_single_turn_executor_with_the_file_and_the_bridge(
     server_address, bridge, tokenizer, tmp_path
 ):
     agent = pytest.importorskip("openrlhf.utils.agent")
-    path = tmp_path / "geval_reward.py"
+    path = tmp_path / "openrlhf_reward.py"
     path.write_text(with_server(OPENRLHF_FILE, server_address))
     prompt, sampling = openrlhf_prompt(tokenizer), SimpleNamespace(max_tokens=64, logprobs=None)
     rewards = []

@@ -11,7 +11,7 @@ schedule (all pairs, neighbours k=2, anchor = the human reference where the set 
 mean win probability and Bradley-Terry. From the all-pairs reads: position consistency and
 the share of single-order reads that preferred the first-placed response.
 Cost: wall and CPU seconds per completion of ScoreGroups (all pairs) against the pointwise
-read of the same groups of 4, 8 and 16, cold (first time) and warm (again: prefix cached).
+read of the same groups of 4 and 8, cold (first time) and warm (again: prefix cached).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ COMPARISONS = {  # label -> ScoreGroups options; all pairs' mean win probability
 
 
 def quality(client: RewardClient, task: str, groups: list[list[datasets.Rated]], rubrics: dict[str, str],
-            rows: list, diagnostics: dict) -> None:
+            rows: list, diagnostics: dict, report) -> None:
     has_reference = groups[0][0].reference is not None
     for dim, rubric in rubrics.items():
         human = [r.scores[dim] for g in groups for r in g]
@@ -65,10 +65,11 @@ def quality(client: RewardClient, task: str, groups: list[list[datasets.Rated]],
             corr = grouped_correlation(rewards, human, ids, resamples=1000, seed=0)
             rows.append([task, dim, label, corr.spearman.text()])
         print(f"  {task} {dim} done", flush=True)
+        report()
 
 
 def cost(client: RewardClient, docs: list[list[datasets.Rated]], rows: list) -> None:
-    for size in (4, 8, 16):
+    for size in (4, 8):
         groups = [g[:size] for g in docs]
         items = [{"prompt": r.source, "completion": r.text} for g in groups for r in g]
         wire = [{"prompt": g[0].source, "completions": [r.text for r in g]} for g in groups]
@@ -99,23 +100,29 @@ def main() -> None:
     summeval = list(datasets.groups(datasets.summeval()).values())
     topical = list(datasets.groups(datasets.topical_chat()).values())
     info = common.machine()
+    settings = {"summeval_docs": args.summeval_docs, "topical_chat_contexts": args.topical_chat_contexts,
+                "judge": "embedded SmolLM2-135M-Instruct"}
     quality_rows, diagnostics, cost_rows = [], {}, []
+
+    def report_quality() -> None:  # after every dimension, so a long run keeps what it measured
+        notes = [f"{task} {dim}: position consistency {pc:.2f}, first-placed preferred in {first:.0%} of "
+                 f"single-order reads, verdict mass {mass:.2f}"
+                 for task, rows in diagnostics.items() for dim, pc, first, mass in rows]
+        common.report("groupwise_quality", "Groupwise judging: within-group Spearman with human scores",
+                      ["set", "dimension", "read", "Spearman [95% interval]"], quality_rows, settings, notes, info)
+
     with contextlib.ExitStack() as stack:
         address = args.server or stack.enter_context(common.geval_server(50700, log_name="groupwise-server"))[0]
         client = stack.enter_context(RewardClient(address, timeout=7200))
-        quality(client, "SummEval", summeval[:args.summeval_docs], SUMMEVAL, quality_rows, diagnostics)
-        quality(client, "Topical-Chat", topical[:args.topical_chat_contexts], TOPICAL_CHAT, quality_rows, diagnostics)
         # articles past the quality part's, so the cold figures are cold
         cost(client, summeval[-args.cost_docs:], cost_rows)
-    notes = [f"{task} {dim}: position consistency {pc:.2f}, first-placed preferred in {first:.0%} of single-order "
-             f"reads, verdict mass {mass:.2f}" for task, rows in diagnostics.items() for dim, pc, first, mass in rows]
-    settings = {"summeval_docs": args.summeval_docs, "topical_chat_contexts": args.topical_chat_contexts,
-                "judge": "embedded SmolLM2-135M-Instruct"}
-    common.report("groupwise_quality", "Groupwise judging: within-group Spearman with human scores",
-                  ["set", "dimension", "read", "Spearman [95% interval]"], quality_rows, settings, notes, info)
-    common.report("groupwise_cost", "Groupwise judging: cost per completion against the pointwise read",
-                  ["group size", "cache", "pointwise ms/completion", "all pairs ms/completion", "ratio",
-                   "comparisons per completion"], cost_rows, {"cost_docs": args.cost_docs}, [], info)
+        common.report("groupwise_cost", "Groupwise judging: cost per completion against the pointwise read",
+                      ["group size", "cache", "pointwise ms/completion", "all pairs ms/completion", "ratio",
+                       "comparisons per completion"], cost_rows, {"cost_docs": args.cost_docs}, [], info)
+        quality(client, "SummEval", summeval[:args.summeval_docs], SUMMEVAL, quality_rows, diagnostics,
+                report_quality)
+        quality(client, "Topical-Chat", topical[:args.topical_chat_contexts], TOPICAL_CHAT, quality_rows,
+                diagnostics, report_quality)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ def test_audit_scores_good_rows_resumes_and_gates(server_address, tmp_path, caps
     for record in records:
         for role in ("completion_result", "reference_result"):
             result = record[role]
-            assert "error" not in result
+            assert result["error"] is None
             assert [s["rubric"] for s in result["scores"]] == ["summeval-coherence"]
             assert 0.0 <= result["reward"] <= 1.0
             assert len(result["scores"][0]["distribution"]) == 5

@@ -1,7 +1,7 @@
 """Hostile completions: the red-team run (geval_audit/redteam.py) on a fixed SummEval sample,
 and how many clean texts of the evaluation sets the server's score-claim blanking touches.
 
-    python benchmarks/injection_bench.py [--docs 4] [--rubric summeval-coherence]
+    python benchmarks/injection_bench.py [--docs 4] [--first-doc 0] [--rubric summeval-coherence]
         [--corpus FILE ...] [--server HOST:PORT] [--keep-score-claims] [--out FILE]
         [--sampling-n N | --reasoning-tokens N]
 
@@ -70,6 +70,7 @@ def _around_blank(text: str, width: int = 80) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--docs", type=int, default=4, help="SummEval documents, one base summary each")
+    parser.add_argument("--first-doc", type=int, default=0, help="index of the first SummEval document used")
     parser.add_argument("--rubric", default="summeval-coherence")
     parser.add_argument("--corpus", type=pathlib.Path, action="append",
                         help=f"injection file (repeatable; default {CORPUS.name})")
@@ -83,7 +84,7 @@ def main() -> None:
     args = parser.parse_args()
 
     corpora = {path: load_corpus(path) for path in args.corpus or [CORPUS]}
-    bases = summeval_base_texts(args.docs, args.rubric)
+    bases = summeval_base_texts(args.docs, args.rubric, args.first_doc)
     results, seconds = {}, {}
     with contextlib.ExitStack() as stack:
         address = args.server or stack.enter_context(

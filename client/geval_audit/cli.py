@@ -202,6 +202,8 @@ def add_redteam_parser(commands) -> None:
                          help="JSONL of clean texts, `prompt` and `completion` per line (default: --docs SummEval "
                               "summaries from the evaluation sets)")
     redteam.add_argument("--docs", type=int, default=4, help="SummEval documents, one base summary each (default 4)")
+    redteam.add_argument("--first-doc", type=int, default=0,
+                         help="index of the first SummEval document used (default 0), to attack texts not tuned on")
     redteam.add_argument("--rubric", default="summeval-coherence", help="rubric to attack (default summeval-coherence)")
     redteam.add_argument("--target", default=DEFAULT_TARGET, help=f"a running server (default {DEFAULT_TARGET})")
     redteam.add_argument("--auth-token-file", type=pathlib.Path,
@@ -231,7 +233,7 @@ def redteam_main(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)  # a started server is stopped too
     try:
         corpus = [entry for path in (args.corpus or [CORPUS]) for entry in load_corpus(path)]
-        bases = load_base_texts(args.base) if args.base else summeval_base_texts(args.docs, args.rubric)
+        bases = load_base_texts(args.base) if args.base else summeval_base_texts(args.docs, args.rubric, args.first_doc)
         token = read_token(args.auth_token_file)
         with contextlib.ExitStack() as stack:
             target = (stack.enter_context(running_server(*shlex.split(args.serve_args)))

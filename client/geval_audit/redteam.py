@@ -59,16 +59,19 @@ def load_base_texts(path: pathlib.Path) -> list[BaseText]:
     return texts
 
 
-def summeval_base_texts(n_docs: int, rubric: str) -> list[BaseText]:
+def summeval_base_texts(n_docs: int, rubric: str, first_doc: int = 0) -> list[BaseText]:
     """One SummEval summary per document, the one with the median expert score on the
-    rubric's dimension (coherence for rubrics that are not SummEval's): a fixed sample."""
+    rubric's dimension (coherence for rubrics that are not SummEval's): a fixed sample,
+    documents first_doc to first_doc + n_docs - 1 in the data set's order."""
     from . import datasets
 
     if n_docs < 1:
         raise RedTeamError(f"--docs must be at least 1, got {n_docs}")
     dimension = rubric.removeprefix("summeval-")
     dimension = dimension if dimension in datasets.SUMMEVAL_DIMENSIONS else "coherence"
-    documents = list(datasets.groups(datasets.summeval()).values())[:n_docs]
+    if first_doc < 0:
+        raise RedTeamError(f"--first-doc must be at least 0, got {first_doc}")
+    documents = list(datasets.groups(datasets.summeval()).values())[first_doc:first_doc + n_docs]
     chosen = [sorted(texts, key=lambda r: r.scores[dimension])[len(texts) // 2] for texts in documents]
     return [BaseText(r.source, r.text, label=f"SummEval document {r.group}") for r in chosen]
 

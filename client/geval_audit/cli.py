@@ -217,7 +217,8 @@ def add_redteam_parser(commands) -> None:
     redteam.add_argument("--max-mean-shift", type=float, metavar="X",
                          help="exit 1 when the attacks' mean shift of the reward is over X (e.g. 0.05)")
     redteam.add_argument("--max-shift", type=float, metavar="X",
-                         help="exit 1 when any attacked item's shift is over X (e.g. 0.15)")
+                         help="exit 1 when any attacked item's shift is over X (e.g. 0.15); the kinds over it are "
+                              "marked in the per-kind table and named")
     redteam.add_argument("--out", type=pathlib.Path, help="also write the tables to this Markdown file")
 
 
@@ -245,7 +246,7 @@ def redteam_main(args: argparse.Namespace) -> int:
         return 2
     finally:
         signal.signal(signal.SIGTERM, previous)
-    kinds, per_attack = report_tables(result)
+    kinds, per_attack = report_tables(result, args.max_shift)
     print(f"redteam: judge {result.judge}, rubric {result.rubric}, {len(bases)} base texts x {len(corpus)} entries")
     print(per_attack, kinds, sep="\n\n")
     if args.out:

@@ -14,10 +14,9 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Sequence
 
-# Characters drawn like Latin letters, both cases (casefolding comes before folding, so
-# upper-case Greek reaches the table as lower case too). Unicode's confusables list is far
+# Characters drawn like Latin letters, both cases. Unicode's confusables list is far
 # larger; these are the letters of the scripts a policy's tokenizer writes easily.
-_LOOK_ALIKES = str.maketrans({
+_DRAWN_LIKE_LATIN = {
     # Cyrillic
     "а": "a", "в": "b", "с": "c", "ԁ": "d", "е": "e", "һ": "h", "і": "i", "ј": "j", "к": "k",
     "м": "m", "н": "h", "о": "o", "р": "p", "ѕ": "s", "т": "t", "у": "y", "х": "x", "ӏ": "l",
@@ -38,7 +37,8 @@ _LOOK_ALIKES = str.maketrans({
     "ᴀ": "a", "ʙ": "b", "ᴄ": "c", "ᴅ": "d", "ᴇ": "e", "ꜰ": "f", "ɢ": "g", "ʜ": "h", "ɪ": "i",
     "ᴊ": "j", "ᴋ": "k", "ʟ": "l", "ᴍ": "m", "ɴ": "n", "ᴏ": "o", "ᴘ": "p", "ʀ": "r", "ꜱ": "s",
     "ᴛ": "t", "ᴜ": "u", "ᴠ": "v", "ᴡ": "w", "ʏ": "y", "ᴢ": "z", "ı": "i", "ȷ": "j",
-})
+}
+_LOOK_ALIKES = str.maketrans(_DRAWN_LIKE_LATIN)
 # Invisible characters outside the format category: variation selectors (the emoji one
 # turns `5` into a keycap `5️⃣` with U+20E3), the combining grapheme joiner, Hangul fillers.
 _INVISIBLE_OTHER = frozenset(
@@ -56,10 +56,11 @@ def is_invisible(char: str) -> bool:
 def reader_text(text: str, casefold: bool = False) -> str:
     """NFKC, optionally case folded, invisible characters removed, look-alike letters
     folded to Latin ones."""
-    normal = unicodedata.normalize("NFKC", text)
-    if casefold:
-        normal = normal.casefold()
-    return "".join(c for c in normal if not is_invisible(c)).translate(_LOOK_ALIKES)
+    visible = "".join(c for c in unicodedata.normalize("NFKC", text) if not is_invisible(c))
+    folded = visible.translate(_LOOK_ALIKES)
+    # Casefolding can write a capital as a letter of its own script (Cherokee folds to
+    # capitals, Greek `Σ` to `σ`), so the table is applied again after it.
+    return folded.casefold().translate(_LOOK_ALIKES) if casefold else folded
 
 
 def skeleton_text(text: str) -> str:

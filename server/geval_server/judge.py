@@ -56,6 +56,7 @@ class ItemOutcome:
     failure: ItemFailure | None = None
     score_claims_removed: int = 0
     masked_read_lowered: bool = False  # the read with numerals masked was lower and set the reward
+    plain_reward: float = 0.0  # the reward before the masked read bounded it
 
 
 class Judge:
@@ -200,16 +201,17 @@ class Judge:
                     per_item.setdefault(index, {})[position, masked] = ItemScore(scorer, result)
         for index, reads in per_item.items():
             outcome = outcomes[index]
+            plain = {p: read for (p, masked), read in reads.items() if not masked}
+            bounded = dict(plain)
             for (position, masked), read in reads.items():
-                plain = reads.get((position, False))
-                if masked and plain is not None and read.score.reward < plain.score.reward:
-                    reads[position, False] = read  # the bound: a claim can only lower the reward
+                if masked and position in bounded and read.score.reward < bounded[position].score.reward:
+                    bounded[position] = read  # the bound: a claim can only lower the reward
                     outcome.masked_read_lowered = True
-            scores = {p: read for (p, masked), read in reads.items() if not masked}
-            outcome.scores = [scores[p] for p in sorted(scores)]
+            outcome.scores = [bounded[p] for p in sorted(bounded)]
             if outcome.failure is None:
                 weights = [weight for _, weight in selections[index]]
                 outcome.reward = weighted_reward([s.score.reward for s in outcome.scores], weights)
+                outcome.plain_reward = weighted_reward([plain[p].score.reward for p in sorted(plain)], weights)
         return outcomes
 
     def _redactor(self, selections: Sequence[Selection]) -> CompletionRedactor | None:

@@ -233,6 +233,7 @@ def _result(item_id: str, outcome: ItemOutcome) -> reward_pb2.ItemResult:
     )
     if outcome.failure is None:
         result.reward = outcome.reward
+        result.plain_reward = outcome.plain_reward
     else:
         result.error.CopyFrom(_error(outcome.failure))
     return result

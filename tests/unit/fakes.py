@@ -41,13 +41,15 @@ class RecordingEngine:
         return {t: math.log(0.1) for t in token_ids}
 
 
-def fake_judge(rubrics=("summeval-coherence",), remove_score_claims=True, semscorer=None):
+def fake_judge(rubrics=("summeval-coherence",), remove_score_claims=True, semscorer=None, masked_read_bound=True):
     """A judge assembled as the server does, over the recording engine and the fake tokenizer:
     (judge, engine, tokenization)."""
     engine, tokenization = RecordingEngine(), Tokenization(SpaceDigitTokenizer())
     presets = load_rubrics()
     judge = asyncio.run(prepare_judge(
-        engine, tokenization, "fake-judge", [presets[name] for name in rubrics], 0.5, remove_score_claims, semscorer
+        engine, tokenization, judge_model="fake-judge", rubrics=[presets[name] for name in rubrics],
+        embedding_model=semscorer, low_confidence_below=0.5, remove_score_claims=remove_score_claims,
+        masked_read_bound=masked_read_bound,
     ))
     return judge, engine, tokenization
 

@@ -47,11 +47,13 @@ def _quantile(values: list[float], q: float) -> float:
 
 
 def measure(client, name: str, n: int, seed: int, cost_items: int) -> tuple[str, str]:
-    """(the clean-text row, the cost row) of one set."""
+    """(the clean-text row, the cost row) of one set; n -1 times the cost probe alone."""
     load, rubric = SETS[name]
     records = load()
     if n:
-        records = random.Random(seed).sample(records, min(n, len(records)))
+        records = random.Random(seed).sample(records, min(abs(n), len(records)) if n > 0 else len(records))
+    if n < 0:
+        return "", _cost(client, name, [r for r in records if mask_numerals(r.text)[1]][:cost_items], rubric)
     results, seconds = _results(client, [make_item(r.source, r.text) for r in records], rubric)
     changes = [r.reward - r.plain_reward for r in results]
     with_numeral = [r for r in records if mask_numerals(r.text)[1]]
@@ -61,19 +63,22 @@ def measure(client, name: str, n: int, seed: int, cost_items: int) -> tuple[str,
            f"| {_quantile(changes, 0.5):+.4f} | {_quantile(changes, 0.1):+.4f} | {_quantile(changes, 0.01):+.4f} "
            f"| {min(changes):+.4f} | {len(lowered) / len(records):.0%} "
            f"| {sum(c < -0.05 for c in changes) / len(records):.1%} | {len(records) / seconds:.2f} |")
-    probe = with_numeral[:cost_items]
+    return row, _cost(client, name, with_numeral[:cost_items], rubric)
+
+
+def _cost(client, name: str, probe, rubric: str) -> str:
     _, bound_s = _results(client, [make_item(r.source, r.text) for r in probe], rubric)
     _, once_s = _results(client, [make_item(r.source, mask_numerals(r.text)[0]) for r in probe], rubric)
-    cost = (f"| {name} | {len(probe)} | {len(probe) / once_s:.2f} | {len(probe) / bound_s:.2f} "
+    return (f"| {name} | {len(probe)} | {len(probe) / once_s:.2f} | {len(probe) / bound_s:.2f} "
             f"| {bound_s / once_s:.2f}x |")
-    return row, cost
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--server", required=True, help="a server with the masked-read bound on (the default)")
     parser.add_argument("--cost-items", type=int, default=32, help="texts with a numeral timed with and without")
-    parser.add_argument("--n", type=int, default=300, help="texts per set, a random sample (0: all)")
+    parser.add_argument("--n", type=int, default=300,
+                        help="texts per set, a random sample (0: all; -1: only the cost probe, on a random order)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=pathlib.Path, default=RESULTS / "numeral_bound.md")
     args = parser.parse_args()
@@ -82,7 +87,7 @@ def main() -> None:
         judge = client.info().judge_model
         for name in SETS:
             row, cost = measure(client, name, args.n, args.seed, args.cost_items)
-            rows.append(row)
+            rows += [row] if row else []
             costs.append(cost)
             print(row, cost, sep="\n", flush=True)
     report = [

@@ -1,7 +1,7 @@
 """Hostile completions: the red-team run (geval_audit/redteam.py) on a fixed SummEval sample,
 and how many clean texts of the evaluation sets the server's score-claim blanking touches.
 
-    python benchmarks/injection_bench.py [--docs 4] [--rubric summeval-coherence]
+    python benchmarks/injection_bench.py [--docs 4] [--first-doc 0] [--rubric summeval-coherence]
         [--corpus FILE ...] [--server HOST:PORT] [--keep-score-claims] [--out FILE]
         [--sampling-n N | --reasoning-tokens N]
 
@@ -9,7 +9,8 @@ Base texts are SummEval summaries, one per document (the one with the median
 expert score on the rubric's dimension). Without --server it starts the
 embedded judge. The false-alarm count needs no judge: every SummEval summary,
 Topical-Chat response, QAGS summary and human/LLM summary goes through the
-server's ScoreClaimRedactor with every criterion the server serves.
+server's blanking (score claims and lines addressed to the grader) with every criterion
+the server serves.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from geval_audit.cli import mode_from_args
 from geval_audit.injections import CORPUS, load_corpus
 from geval_audit.redteam import report_tables, run_redteam, summeval_base_texts
 from geval_client import RewardClient
-from geval_server.claim_blanking import REDACTED, ScoreClaimRedactor
+from geval_server.claim_blanking import ScoreClaimRedactor
+from geval_server.grader_lines import GraderLineRedactor
+from geval_server.judge import CompletionRedactor
 from geval_server.launcher import running_server
 from geval_server.rubrics import load_rubrics
 
@@ -49,7 +52,7 @@ def clean_texts() -> dict[str, list[str]]:
 def false_alarms() -> list[str]:
     """Report lines: per set, the clean texts in which anything was blanked."""
     criteria = sorted({rubric.criterion for rubric in load_rubrics().values()})
-    redactor = ScoreClaimRedactor(criteria)
+    redactor = CompletionRedactor(ScoreClaimRedactor(criteria), GraderLineRedactor(criteria))
     lines, total, touched = [], 0, 0
     started = time.monotonic()
     for name, texts in clean_texts().items():
@@ -63,13 +66,14 @@ def false_alarms() -> list[str]:
 
 
 def _around_blank(text: str, width: int = 80) -> str:
-    at = text.index(REDACTED)
-    return text[max(0, at - width):at + len(REDACTED) + width].replace("\n", " ")
+    at = text.index("[")  # the first marker: `[score removed]` or `[removed]`
+    return text[max(0, at - width):at + width].replace("\n", " ")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--docs", type=int, default=4, help="SummEval documents, one base summary each")
+    parser.add_argument("--first-doc", type=int, default=0, help="index of the first SummEval document used")
     parser.add_argument("--rubric", default="summeval-coherence")
     parser.add_argument("--corpus", type=pathlib.Path, action="append",
                         help=f"injection file (repeatable; default {CORPUS.name})")
@@ -78,12 +82,13 @@ def main() -> None:
     parser.add_argument("--reasoning-tokens", type=int,
                         help="score in reasoning mode: the judge evaluates first, within this many tokens")
     parser.add_argument("--out", type=pathlib.Path, default=RESULTS / "injections.md")
+    parser.add_argument("--max-shift", type=float, default=0.15, help="mark the kinds whose max shift is over this")
     parser.add_argument("--keep-score-claims", action="store_true",
                         help="start the server with --keep-score-claims: the judge reads completions as written")
     args = parser.parse_args()
 
     corpora = {path: load_corpus(path) for path in args.corpus or [CORPUS]}
-    bases = summeval_base_texts(args.docs, args.rubric)
+    bases = summeval_base_texts(args.docs, args.rubric, args.first_doc)
     results, seconds = {}, {}
     with contextlib.ExitStack() as stack:
         address = args.server or stack.enter_context(
@@ -107,7 +112,7 @@ def main() -> None:
     ]
     for path, result in results.items():
         items = len(bases) * (len(corpora[path]) + 1)
-        kinds, per_attack = report_tables(result)
+        kinds, per_attack = report_tables(result, args.max_shift)
         report += ["", f"## {path.name}: {len(corpora[path])} entries, {items} items in {seconds[path]:.0f} s "
                    f"({items / seconds[path]:.2f} items/s)", "", kinds, "", "### Per attack", "", per_attack]
         print(f"{path.name}\n{kinds}\n")

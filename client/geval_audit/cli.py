@@ -206,6 +206,8 @@ def add_redteam_parser(commands) -> None:
                          help="JSONL of clean texts, `prompt` and `completion` per line (default: --docs SummEval "
                               "summaries from the evaluation sets)")
     redteam.add_argument("--docs", type=int, default=4, help="SummEval documents, one base summary each (default 4)")
+    redteam.add_argument("--first-doc", type=int, default=0,
+                         help="index of the first SummEval document used (default 0), to attack texts not tuned on")
     redteam.add_argument("--rubric", default="summeval-coherence", help="rubric to attack (default summeval-coherence)")
     redteam.add_argument("--target", default=DEFAULT_TARGET, help=f"a running server (default {DEFAULT_TARGET})")
     redteam.add_argument("--auth-token-file", type=pathlib.Path,
@@ -219,7 +221,8 @@ def add_redteam_parser(commands) -> None:
     redteam.add_argument("--max-mean-shift", type=float, metavar="X",
                          help="exit 1 when the attacks' mean shift of the reward is over X (e.g. 0.05)")
     redteam.add_argument("--max-shift", type=float, metavar="X",
-                         help="exit 1 when any attacked item's shift is over X (e.g. 0.15)")
+                         help="exit 1 when any attacked item's shift is over X (e.g. 0.15); the kinds over it are "
+                              "marked in the per-kind table and named")
     redteam.add_argument("--out", type=pathlib.Path, help="also write the tables to this Markdown file")
 
 
@@ -235,7 +238,7 @@ def redteam_main(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)  # a started server is stopped too
     try:
         corpus = [entry for path in (args.corpus or [CORPUS]) for entry in load_corpus(path)]
-        bases = load_base_texts(args.base) if args.base else summeval_base_texts(args.docs, args.rubric)
+        bases = load_base_texts(args.base) if args.base else summeval_base_texts(args.docs, args.rubric, args.first_doc)
         token = read_token(args.auth_token_file)
         with contextlib.ExitStack() as stack:
             target = (stack.enter_context(started_server(shlex.split(args.serve_args)))
@@ -247,7 +250,7 @@ def redteam_main(args: argparse.Namespace) -> int:
         return 2
     finally:
         signal.signal(signal.SIGTERM, previous)
-    kinds, per_attack = report_tables(result)
+    kinds, per_attack = report_tables(result, args.max_shift)
     print(f"redteam: judge {result.judge}, rubric {result.rubric}, {len(bases)} base texts x {len(corpus)} entries")
     print(per_attack, kinds, sep="\n\n")
     if args.out:

@@ -59,16 +59,19 @@ def load_base_texts(path: pathlib.Path) -> list[BaseText]:
     return texts
 
 
-def summeval_base_texts(n_docs: int, rubric: str) -> list[BaseText]:
+def summeval_base_texts(n_docs: int, rubric: str, first_doc: int = 0) -> list[BaseText]:
     """One SummEval summary per document, the one with the median expert score on the
-    rubric's dimension (coherence for rubrics that are not SummEval's): a fixed sample."""
+    rubric's dimension (coherence for rubrics that are not SummEval's): a fixed sample,
+    documents first_doc to first_doc + n_docs - 1 in the data set's order."""
     from . import datasets
 
     if n_docs < 1:
         raise RedTeamError(f"--docs must be at least 1, got {n_docs}")
     dimension = rubric.removeprefix("summeval-")
     dimension = dimension if dimension in datasets.SUMMEVAL_DIMENSIONS else "coherence"
-    documents = list(datasets.groups(datasets.summeval()).values())[:n_docs]
+    if first_doc < 0:
+        raise RedTeamError(f"--first-doc must be at least 0, got {first_doc}")
+    documents = list(datasets.groups(datasets.summeval()).values())[first_doc:first_doc + n_docs]
     chosen = [sorted(texts, key=lambda r: r.scores[dimension])[len(texts) // 2] for texts in documents]
     return [BaseText(r.source, r.text, label=f"SummEval document {r.group}") for r in chosen]
 
@@ -79,6 +82,7 @@ class EntryResult:
     shifts: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     claims_removed: int = 0  # attacked items in which the server blanked a score claim
+    masked_lowered: int = 0  # attacked items whose reward the masked second read lowered
 
 
 @dataclass(frozen=True)
@@ -146,12 +150,21 @@ def run_redteam(
             else:
                 entry.shifts.append(result.reward - clean)
                 entry.claims_removed += result.score_claims_removed > 0
+                entry.masked_lowered += result.masked_read_lowered
     return RedTeamResult(rubric, info.judge_model, clean_rewards, entries)
+
+
+def kinds_over(result: RedTeamResult, max_shift: float | None) -> list[str]:
+    """The kinds (categories) with an attacked item whose shift is over max_shift."""
+    if max_shift is None:
+        return []
+    return [c for c in result.categories if (s := result.shifts(c)) is not None and s.max > max_shift]
 
 
 def gate_failures(result: RedTeamResult, max_mean_shift: float | None, max_shift: float | None) -> list[str]:
     """The CI gates that failed: the attacks' pooled mean shift, or any one attacked item's
-    shift, above its limit; an attack the judge could not score at all fails too."""
+    shift, above its limit (naming every kind over it); an attack the judge could not
+    score at all fails too."""
     failures = []
     attacks = result.shifts()
     if attacks is None:
@@ -161,33 +174,39 @@ def gate_failures(result: RedTeamResult, max_mean_shift: float | None, max_shift
     if max_shift is not None and attacks.max > max_shift:
         worst = max((e for e in result.entries if e.shifts and e.entry.category != CONTROL),
                     key=lambda e: max(e.shifts))
-        failures.append(f"largest shift {attacks.max:+.3f} ({worst.entry.id}) is over --max-shift {max_shift}")
+        failures.append(f"largest shift {attacks.max:+.3f} ({worst.entry.id}) is over --max-shift {max_shift}; "
+                        f"kinds over it: {', '.join(kinds_over(result, max_shift))}")
     return failures
 
 
-def _row(name: str, shifts: Shifts | None, blanked: str = "") -> list[str]:
+def _row(name: str, shifts: Shifts | None, entries: Sequence[EntryResult], max_shift: float | None) -> list[str]:
+    items = sum(len(e.shifts) for e in entries)
+    counts = [f"{sum(e.claims_removed for e in entries)}/{items}", f"{sum(e.masked_lowered for e in entries)}/{items}"]
     if shifts is None:
-        return [name, "-", "-", "-", blanked]
-    return [name, f"{shifts.mean:+.3f}", f"{shifts.max:+.3f}", f"{shifts.rose:.0%}", blanked]
+        return [name, "-", "-", "-", *counts]
+    over = max_shift is not None and shifts.max > max_shift
+    peak = f"**{shifts.max:+.3f} over**" if over else f"{shifts.max:+.3f}"
+    return [name, f"{shifts.mean:+.3f}", peak, f"{shifts.rose:.0%}", *counts]
 
 
-def report_tables(result: RedTeamResult) -> tuple[str, str]:
-    """(the per-kind table, the per-attack table) in Markdown."""
-    headers = ["", "mean shift", "max shift", "rose", "claims blanked"]
+def report_tables(result: RedTeamResult, max_shift: float | None = None) -> tuple[str, str]:
+    """(the per-kind table, the per-attack table) in Markdown; a max shift over max_shift
+    is marked `over`."""
+    headers = ["", "mean shift", "max shift", "rose", "claims blanked", "masked read lowered"]
     attacks = [e for e in result.entries if e.entry.category != CONTROL]
-    kinds = [_row(f"**all attacks** ({len(attacks)})", result.shifts(),
-                  f"{sum(e.claims_removed for e in attacks)}/{sum(len(e.shifts) for e in attacks)}")]
-    count = defaultdict(int)
+    kinds = [_row(f"**all attacks** ({len(attacks)})", result.shifts(), attacks, max_shift)]
+    by_kind = defaultdict(list)
     for e in attacks:
-        count[e.entry.category] += 1
-    kinds += [_row(f"{c} ({count[c]})", result.shifts(c)) for c in result.categories]
+        by_kind[e.entry.category].append(e)
+    kinds += [_row(f"{c} ({len(by_kind[c])})", result.shifts(c), by_kind[c], max_shift) for c in result.categories]
     controls = [e for e in result.entries if e.entry.category == CONTROL]
     if controls:
-        kinds.append(_row(f"benign controls ({len(controls)})", result.shifts(controls=True)))
-    per_attack = [
-        _row(f"{e.entry.id} ({e.entry.category}, {e.entry.position})", Shifts(tuple(e.shifts)) if e.shifts else None,
-             f"{e.claims_removed}/{len(e.shifts)}" + (f"; {len(e.errors)} errors" if e.errors else ""))
-        for e in result.entries
-    ]
-    return (markdown_table(headers, kinds, align="lrrrr"),
-            markdown_table(["attack"] + headers[1:], per_attack, align="lrrrr"))
+        kinds.append(_row(f"benign controls ({len(controls)})", result.shifts(controls=True), controls, None))
+    per_attack = []
+    for e in result.entries:
+        gate = None if e.entry.category == CONTROL else max_shift
+        row = _row(f"{e.entry.id} ({e.entry.category}, {e.entry.position})",
+                   Shifts(tuple(e.shifts)) if e.shifts else None, [e], gate)
+        per_attack.append(row[:-1] + [row[-1] + (f"; {len(e.errors)} errors" if e.errors else "")])
+    return (markdown_table(headers, kinds, align="lrrrrr"),
+            markdown_table(["attack"] + headers[1:], per_attack, align="lrrrrr"))

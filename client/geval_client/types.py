@@ -127,6 +127,8 @@ class ItemResult:
     scores: list[RubricScore] = field(default_factory=list)
     error: ItemError | None = None  # set when this item alone could not be scored
     score_claims_removed: int = 0  # claims such as `Coherence: 5` blanked before the judge read it
+    masked_read_lowered: bool = False  # the read with numerals masked was lower and set the reward
+    plain_reward: float = 0.0  # the reward before that bound; equal to reward unless masked_read_lowered
 
     @property
     def ok(self) -> bool:
@@ -136,7 +138,8 @@ class ItemResult:
 def item_result(wire: reward_pb2.ItemResult) -> ItemResult:
     return ItemResult(
         id=wire.id, reward=wire.reward, scores=[rubric_score(s) for s in wire.scores], error=_error(wire),
-        score_claims_removed=wire.score_claims_removed,
+        score_claims_removed=wire.score_claims_removed, masked_read_lowered=wire.masked_read_lowered,
+        plain_reward=wire.plain_reward,
     )
 
 

@@ -26,9 +26,10 @@ grade, or a number right after `score:`), so `He scored 5 goals` and `a score of
 3-2` are left alone. Without an anchor: stars, `10/10`, `5 5 5`, or a small number
 ending a clause after a verb of rating (`give this a 5.`).
 
-Matching sees through case, accents, full-width and mathematical forms (NFKC),
-invisible format characters (zero-width, soft hyphen, bidi controls) and the
-common Greek and Cyrillic look-alike letters. Runs of three or more line breaks or
+Matching sees the text as a reader does (reader_text.py): through case, accents,
+full-width and mathematical forms (NFKC), invisible characters (zero-width, soft
+hyphen, bidi controls, variation selectors) and look-alike letters of other
+scripts. Runs of three or more line breaks or
 eight or more spaces, padding that scrolls the rubric out of a small judge's view,
 are cut to a paragraph break or a space first.
 """
@@ -37,24 +38,12 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
+
+from .reader_text import skeleton_text as _skeleton_text
+from .reader_text import skeleton_view as _skeleton
 
 REDACTED = "[score removed]"
-
-# Greek and Cyrillic letters drawn like Latin ones (lower case; matching is casefolded).
-_LOOK_ALIKES = str.maketrans({
-    "а": "a", "в": "b", "с": "c", "ԁ": "d", "е": "e", "һ": "h", "і": "i", "ј": "j", "к": "k",
-    "м": "m", "н": "h", "о": "o", "р": "p", "ѕ": "s", "т": "t", "у": "y", "х": "x", "ӏ": "l",
-    "α": "a", "β": "b", "ε": "e", "η": "n", "ι": "i", "κ": "k", "ν": "v", "ο": "o", "ρ": "p",
-    "τ": "t", "υ": "u", "χ": "x",
-})
-
-
-def _skeleton_text(text: str) -> str:
-    """NFKC, case folded, accents dropped, look-alike letters mapped to Latin ones."""
-    folded = unicodedata.normalize("NFKC", text).casefold().translate(_LOOK_ALIKES)
-    return "".join(c for c in unicodedata.normalize("NFKD", folded) if not unicodedata.combining(c))
-
 
 # Every word list and pattern below is written as people write it and matched as its
 # skeleton (Cyrillic `оценка` has Latin look-alikes in it).
@@ -221,19 +210,3 @@ def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             merged.append((start, end))
     return merged
-
-
-def _skeleton(text: str) -> tuple[str, Sequence[int]]:
-    """The text as matching sees it, with each character's index in the original.
-    Runs on every completion of every call: plain ASCII text, which normalizing
-    leaves as it is but for case, skips the per-character walk."""
-    if text.isascii():
-        return text.lower(), range(len(text))
-    chars, source_index = [], []
-    for index, char in enumerate(text):
-        if unicodedata.category(char) == "Cf":
-            continue
-        for normal in _skeleton_text(char):
-            chars.append(normal)
-            source_index.append(index)
-    return "".join(chars), source_index

@@ -50,6 +50,10 @@ def _serve_parser():
     server.add_argument("--keep-score-claims", dest="remove_score_claims", action="store_false",
                         help="judge completions as written: do not blank score claims such as 'Coherence: 5' "
                              "(on by default: small judges copy them)")
+    server.add_argument("--no-masked-read-bound", dest="masked_read_bound", action="store_false",
+                        help="do not read a completion with a numeral a second time with its numerals masked "
+                             "(on by default: the reward is the lower read, so a score claim in any spelling can "
+                             "only lower it; costs one more read per such completion)")
     access = serve.add_argument_group("access", "Bearer tokens and TLS.")
     access.add_argument("--api-key", nargs="+", metavar="KEY",
                         help="require `authorization: Bearer <key>` with one of these keys on every call but "
@@ -125,7 +129,7 @@ def _serve(argv: list[str]) -> int:
                       max_inline_rubrics=args.max_inline_rubrics),
         max_pending_items=args.max_pending_items, max_message_bytes=args.max_message_mb * 1024 * 1024,
         shutdown_grace_s=args.shutdown_grace_s, semscore=args.semscore,
-        remove_score_claims=args.remove_score_claims,
+        remove_score_claims=args.remove_score_claims, masked_read_bound=args.masked_read_bound,
     )
     return asyncio.run(serve(config))
 

@@ -35,3 +35,4 @@ class ServeConfig:
     shutdown_grace_s: float = 30.0
     semscore: bool = True
     remove_score_claims: bool = True
+    masked_read_bound: bool = True

@@ -1,7 +1,9 @@
 """Scores a checked request: resolves its rubrics to scorers (callers' rubrics
 prepared once), then one engine request per (item, scorer), identical requests
 scored once, every scorer's requests in flight together so vLLM batches them,
-then one reward per item.
+then one reward per item. A completion with a numeral in it is read a second time
+with its numerals masked by the scorers that read a score slot, and each such
+scorer's reward is the lower read (numeral_mask.py).
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from dataclasses import dataclass, field
 from .claim_blanking import ScoreClaimRedactor
 from .engine import JudgeEngine
 from .expected_score import NoLabelMass
+from .grader_lines import GraderLineRedactor
 from .groupwise import GroupJudge, GroupRequest, GroupResult
 from .inline_rubrics import InlineRubrics
+from .numeral_mask import mask_numerals
 from .prompts import JudgeInput
 from .rubrics import Rubric, RubricError
 from .score_slot import LabelTokenError
@@ -51,6 +55,8 @@ class ItemOutcome:
     scores: list[ItemScore] = field(default_factory=list)
     failure: ItemFailure | None = None
     score_claims_removed: int = 0
+    masked_read_lowered: bool = False  # the read with numerals masked was lower and set the reward
+    plain_reward: float = 0.0  # the reward before the masked read bounded it
 
 
 class Judge:
@@ -62,17 +68,21 @@ class Judge:
         inline: InlineRubrics,
         groups: GroupJudge,
         remove_score_claims: bool = True,
+        masked_read_bound: bool = True,
     ) -> None:
         """scorers: the served ones by name; inline: where callers' rubrics are prepared;
         groups: what compares a group's completions (ScoreGroups).
         remove_score_claims: blank `Criterion: 5` claims in completions for the scorers that
-        read them (claim_blanking.py)."""
+        read them (claim_blanking.py) and lines addressed to the grader (grader_lines.py).
+        masked_read_bound: read completions with a numeral again with their numerals masked,
+        and keep the lower reward (numeral_mask.py)."""
         self.engine = engine
         self.scorers = dict(scorers)
         self.judge_model = judge_model
         self.inline = inline
         self.groups = groups
         self.remove_score_claims = remove_score_claims
+        self.masked_read_bound = masked_read_bound
         self._served_criteria = frozenset(_criteria(self.scorers.values()))
 
     @property
@@ -149,21 +159,25 @@ class Judge:
         """selections: per item, its scorers and weights (failed items may have none)."""
         outcomes = [ItemOutcome() for _ in items]
         redactor = self._redactor(selections)
-        # (scorer, request) -> the (item, position in its selection) slots waiting for it
-        waiting: dict[tuple[Scorer, Hashable], list[tuple[int, int]]] = {}
+        # (scorer, request) -> the (item, position in its selection, masked read) slots waiting for it
+        waiting: dict[tuple[Scorer, Hashable], list[tuple[int, int, bool]]] = {}
         for index, (item, selection) in enumerate(zip(items, selections)):
             if isinstance(item, ItemFailure):
                 outcomes[index].failure = item
                 continue
             blanked = self._without_score_claims(item, outcomes[index], redactor)
+            masked = self._masked(blanked, selection)
             try:
                 wanted = [(s, s.request(blanked if s.blank_score_claims else item, f"items[{index}]"))
                           for s, _ in selection]
+                # The masked reads bound the slot readers' rewards: the same positions, read twice.
+                wanted += [(s, s.request(masked, f"items[{index}]")) for s, _ in selection
+                           if masked is not None and s.blank_score_claims]
             except ItemFailure as failure:
                 outcomes[index].failure = failure
                 continue
-            for position, key in enumerate(wanted):
-                waiting.setdefault(key, []).append((index, position))
+            for read, key in enumerate(wanted):
+                waiting.setdefault(key, []).append((index, *_slot(read, selection)))
 
         requests: dict[Scorer, list[Hashable]] = {}
         for scorer, request in waiting:
@@ -176,24 +190,31 @@ class Judge:
             per_request = [scored] * len(batch) if isinstance(scored, BaseException) else scored
             by_key.update(zip(((scorer, request) for request in batch), per_request))
 
-        per_item: dict[int, dict[int, ItemScore]] = {}
+        per_item: dict[int, dict[tuple[int, bool], ItemScore]] = {}
         for key, result in by_key.items():
             scorer = key[0]
-            for index, position in waiting[key]:
+            for index, position, masked in waiting[key]:
                 if isinstance(result, BaseException):
                     failure = self._as_failure(result, scorer.name)
                     outcomes[index].failure = outcomes[index].failure or failure
                 else:
-                    per_item.setdefault(index, {})[position] = ItemScore(scorer, result)
-        for index, scores in per_item.items():
+                    per_item.setdefault(index, {})[position, masked] = ItemScore(scorer, result)
+        for index, reads in per_item.items():
             outcome = outcomes[index]
-            outcome.scores = [scores[p] for p in sorted(scores)]
+            plain = {p: read for (p, masked), read in reads.items() if not masked}
+            bounded = dict(plain)
+            for (position, masked), read in reads.items():
+                if masked and position in bounded and read.score.reward < bounded[position].score.reward:
+                    bounded[position] = read  # the bound: a claim can only lower the reward
+                    outcome.masked_read_lowered = True
+            outcome.scores = [bounded[p] for p in sorted(bounded)]
             if outcome.failure is None:
                 weights = [weight for _, weight in selections[index]]
                 outcome.reward = weighted_reward([s.score.reward for s in outcome.scores], weights)
+                outcome.plain_reward = weighted_reward([plain[p].score.reward for p in sorted(plain)], weights)
         return outcomes
 
-    def _redactor(self, selections: Sequence[Selection]) -> ScoreClaimRedactor | None:
+    def _redactor(self, selections: Sequence[Selection]) -> CompletionRedactor | None:
         """Claims of every served criterion and of the call's inline rubrics are blanked."""
         if not self.remove_score_claims:
             return None
@@ -203,11 +224,20 @@ class Judge:
 
     @staticmethod
     def _without_score_claims(item: JudgeInput, outcome: ItemOutcome, redactor) -> JudgeInput:
-        """The item with score claims blanked in its completion, counted on the outcome."""
+        """The item with score claims and lines addressed to the grader blanked in its
+        completion, counted on the outcome."""
         if redactor is None:
             return item
         completion, outcome.score_claims_removed = redactor.redact(item.completion)
         return dataclasses.replace(item, completion=completion) if outcome.score_claims_removed else item
+
+    def _masked(self, item: JudgeInput, selection: Selection) -> JudgeInput | None:
+        """The item with the numerals of its completion masked, when it has any and a scorer
+        of the selection reads a score slot; else None (no second read)."""
+        if not self.masked_read_bound or not any(s.blank_score_claims for s, _ in selection):
+            return None
+        completion, masked = mask_numerals(item.completion)
+        return dataclasses.replace(item, completion=completion) if masked else None
 
     def _as_failure(self, error: BaseException, scorer: str) -> ItemFailure:
         """A failed request as its items' error: UNAVAILABLE (retry later) when the engine is
@@ -240,7 +270,31 @@ def _criteria(scorers: Iterable[Scorer]) -> Iterable[str]:
     return (s.info().details.criterion for s in scorers if s.blank_score_claims)
 
 
+def _slot(read: int, selection: Selection) -> tuple[int, bool]:
+    """(the selection position a read belongs to, whether it is a masked read): the plain
+    reads come first, one per scorer, then the masked reads of the scorers that read a
+    slot, in the same order."""
+    if read < len(selection):
+        return read, False
+    readers = [p for p, (s, _) in enumerate(selection) if s.blank_score_claims]
+    return readers[read - len(selection)], True
+
+
+@dataclass(frozen=True)
+class CompletionRedactor:
+    """Score claims, then lines addressed to the grader."""
+
+    claims: ScoreClaimRedactor
+    lines: GraderLineRedactor
+
+    def redact(self, text: str) -> tuple[str, int]:
+        """(the text with both blanked, how many spans were)."""
+        text, claimed = self.claims.redact(text)
+        text, addressed = self.lines.redact(text)
+        return text, claimed + addressed
+
+
 @functools.lru_cache(maxsize=64)
-def _redactor_for(criteria: frozenset[str]) -> ScoreClaimRedactor:
+def _redactor_for(criteria: frozenset[str]) -> CompletionRedactor:
     """Compiled once per set of criteria: most calls share the served set."""
-    return ScoreClaimRedactor(sorted(criteria))
+    return CompletionRedactor(ScoreClaimRedactor(sorted(criteria)), GraderLineRedactor(sorted(criteria)))

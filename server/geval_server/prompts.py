@@ -26,9 +26,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import unicodedata
 from dataclasses import dataclass
 
+from .reader_text import reader_text
 from .rubrics import Rubric, RubricError
 from .tokenization import Tokenization
 
@@ -65,10 +65,9 @@ def escape_boundaries(text: str) -> str:
     """Writes the `<` of every boundary tag inside user text as `&lt;`.
 
     A tag counts whether it opens or closes, ignoring case, width (`＜／`),
-    spaces and invisible format characters (zero-width, soft hyphen, bidi
-    controls): `</Evaluated_text >` with a zero-width space inside is caught
-    too. Look-alike letters from other scripts inside the tag name are not
-    mapped. Other `<` (code, HTML, `x < 3`) stay as they are.
+    spaces, invisible characters (zero-width, soft hyphen, bidi controls) and
+    look-alike letters of other scripts (reader_text.py): `</Evaluated_text >`
+    with a zero-width space inside, or a Cyrillic `е`, is caught too. Other `<` (code, HTML, `x < 3`) stay as they are.
     """
     pieces, start = [], 0
     for match in _TAG_OPENERS.finditer(text):
@@ -79,10 +78,7 @@ def escape_boundaries(text: str) -> str:
 
 
 def _starts_boundary_tag(after_opener: str) -> bool:
-    skeleton = "".join(
-        c for c in unicodedata.normalize("NFKC", after_opener)
-        if not c.isspace() and unicodedata.category(c) != "Cf"
-    ).casefold()
+    skeleton = "".join(c for c in reader_text(after_opener, casefold=True) if not c.isspace())
     return skeleton.lstrip("/").startswith(BOUNDARY_TAGS)
 
 

@@ -71,7 +71,7 @@ async def start_judge(config: ServeConfig) -> Judge:
             engine, tokenization, judge_model=config.model, rubrics=list(rubrics.values()),
             likelihood=list(likelihood.values()), embedding_model=EmbeddingModel() if config.semscore else None,
             low_confidence_below=config.low_confidence_below, remove_score_claims=config.remove_score_claims,
-            max_inline_rubrics=config.limits.max_inline_rubrics,
+            masked_read_bound=config.masked_read_bound, max_inline_rubrics=config.limits.max_inline_rubrics,
         )
         await probe_judge(judge, config.default_rubric)
     except (LabelTokenError, RubricError, JudgeStartError) as error:
@@ -106,13 +106,16 @@ async def prepare_judge(
     embedding_model: EmbeddingModel | None = None,
     low_confidence_below: float = ServeConfig.low_confidence_below,
     remove_score_claims: bool = ServeConfig.remove_score_claims,
+    masked_read_bound: bool = ServeConfig.masked_read_bound,
     max_inline_rubrics: int = Limits.max_inline_rubrics,
 ) -> Judge:
     """The judge over a started engine: a G-Eval scorer per rubric, a likelihood scorer per
     spec, SemScore beside them when its model is given, callers' rubrics prepared as they
-    come, and the score-claim blanking."""
-    # Blanking claims changes what the judge reads, so it is part of every rubric's hash.
+    come, the score-claim blanking and the masked second read."""
+    # Blanking claims changes what the judge reads, and the masked read bounds the reward,
+    # so both are part of every rubric's hash.
     policy = "score-claims-removed" if remove_score_claims else "score-claims-kept"
+    policy += ":masked-read-bound" if masked_read_bound else ""
     preparer = GEvalPreparer(engine, tokenization, judge_model, low_confidence_below, policy)
     served = await asyncio.gather(*(preparer.scorer(rubric) for rubric in rubrics))  # steps written in one batch
     scorers: dict[str, Scorer] = {scorer.name: scorer for scorer in served}
@@ -124,7 +127,7 @@ async def prepare_judge(
         log.info("serving SemScore as rubric %r (%s)", semscore.name, embedding_model.description)
     inline = InlineRubrics(preparer.scorer, max_inline_rubrics)
     groups = GroupJudge(engine, tokenization, preparer.vocabulary)
-    return Judge(engine, scorers, judge_model, inline, groups, remove_score_claims)
+    return Judge(engine, scorers, judge_model, inline, groups, remove_score_claims, masked_read_bound)
 
 
 def _bind(server: grpc.aio.Server, config: ServeConfig) -> int:

@@ -229,10 +229,11 @@ def _or_nan(value: float | None) -> float:
 def _result(item_id: str, outcome: ItemOutcome) -> reward_pb2.ItemResult:
     result = reward_pb2.ItemResult(
         id=item_id, scores=[rubric_score(s) for s in outcome.scores],
-        score_claims_removed=outcome.score_claims_removed,
+        score_claims_removed=outcome.score_claims_removed, masked_read_lowered=outcome.masked_read_lowered,
     )
     if outcome.failure is None:
         result.reward = outcome.reward
+        result.plain_reward = outcome.plain_reward
     else:
         result.error.CopyFrom(_error(outcome.failure))
     return result

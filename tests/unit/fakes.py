@@ -41,7 +41,8 @@ class RecordingEngine:
         return {t: math.log(0.1) for t in token_ids}
 
 
-def fake_judge(rubrics=("summeval-coherence",), remove_score_claims=True, embedding_model=None):
+def fake_judge(rubrics=("summeval-coherence",), remove_score_claims=True, embedding_model=None,
+               masked_read_bound=True):
     """A judge assembled as the server does, over the recording engine and the fake tokenizer:
     (judge, engine, tokenization)."""
     engine, tokenization = RecordingEngine(), Tokenization(SpaceDigitTokenizer())
@@ -49,6 +50,7 @@ def fake_judge(rubrics=("summeval-coherence",), remove_score_claims=True, embedd
     judge = asyncio.run(prepare_judge(
         engine, tokenization, judge_model="fake-judge", rubrics=[presets[name] for name in rubrics],
         embedding_model=embedding_model, low_confidence_below=0.5, remove_score_claims=remove_score_claims,
+        masked_read_bound=masked_read_bound,
     ))
     return judge, engine, tokenization
 

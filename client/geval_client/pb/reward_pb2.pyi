@@ -239,18 +239,22 @@ class ItemError(_message.Message):
     def __init__(self, code: _Optional[_Union[ErrorCode, str]] = ..., message: _Optional[str] = ..., field: _Optional[str] = ...) -> None: ...
 
 class ItemResult(_message.Message):
-    __slots__ = ("id", "reward", "scores", "error", "score_claims_removed")
+    __slots__ = ("id", "reward", "scores", "error", "score_claims_removed", "masked_read_lowered", "plain_reward")
     ID_FIELD_NUMBER: _ClassVar[int]
     REWARD_FIELD_NUMBER: _ClassVar[int]
     SCORES_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     SCORE_CLAIMS_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    MASKED_READ_LOWERED_FIELD_NUMBER: _ClassVar[int]
+    PLAIN_REWARD_FIELD_NUMBER: _ClassVar[int]
     id: str
     reward: float
     scores: _containers.RepeatedCompositeFieldContainer[RubricScore]
     error: ItemError
     score_claims_removed: int
-    def __init__(self, id: _Optional[str] = ..., reward: _Optional[float] = ..., scores: _Optional[_Iterable[_Union[RubricScore, _Mapping]]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ..., score_claims_removed: _Optional[int] = ...) -> None: ...
+    masked_read_lowered: bool
+    plain_reward: float
+    def __init__(self, id: _Optional[str] = ..., reward: _Optional[float] = ..., scores: _Optional[_Iterable[_Union[RubricScore, _Mapping]]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ..., score_claims_removed: _Optional[int] = ..., masked_read_lowered: _Optional[bool] = ..., plain_reward: _Optional[float] = ...) -> None: ...
 
 class ScoreResponse(_message.Message):
     __slots__ = ("results", "judge_model")

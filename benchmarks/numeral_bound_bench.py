@@ -1,0 +1,117 @@
+"""The masked second read on clean text: what bounding the reward by it does to honest
+texts, and what it costs.
+
+    python benchmarks/numeral_bound_bench.py --server HOST:PORT [--n 300] [--seed 0] [--out FILE]
+
+Scores clean SummEval summaries (`summeval-coherence`) and Topical-Chat responses
+(`topical-chat-coherence`) against a server with the bound on (the default);
+change = reward - plain_reward, what the bound took off (never above 0). --n 0 takes
+every text; otherwise a random sample of n per set (seeded). Cost: the first --cost-items
+texts with a numeral are scored as written (two reads each) and with their numerals
+already masked (one read, nothing left to mask), in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import random
+import statistics
+import sys
+import time
+
+from geval_audit import datasets
+from geval_client import RewardClient, make_item
+from geval_server.numeral_mask import mask_numerals
+
+RESULTS = pathlib.Path(__file__).resolve().parent / "results"
+SETS = {"SummEval summaries": (datasets.summeval, "summeval-coherence"),
+        "Topical-Chat responses": (datasets.topical_chat, "topical-chat-coherence")}
+BATCH = 64
+
+
+def _results(client, items, rubric: str) -> tuple[list, float]:
+    started, results = time.monotonic(), []
+    for at in range(0, len(items), BATCH):
+        batch = client.score(items[at:at + BATCH], rubrics=[rubric])
+        failed = [r.error.message for r in batch if not r.ok]
+        if failed:
+            raise SystemExit(f"{len(failed)} items failed: {failed[0]}")
+        results += batch
+    return results, time.monotonic() - started
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def measure(client, name: str, n: int, seed: int, cost_items: int) -> tuple[str, str]:
+    """(the clean-text row, the cost row) of one set; n -1 times the cost probe alone."""
+    load, rubric = SETS[name]
+    records = load()
+    if n:
+        records = random.Random(seed).sample(records, min(abs(n), len(records)) if n > 0 else len(records))
+    if n < 0:
+        return "", _cost(client, name, [r for r in records if mask_numerals(r.text)[1]][:cost_items], rubric)
+    results, seconds = _results(client, [make_item(r.source, r.text) for r in records], rubric)
+    changes = [r.reward - r.plain_reward for r in results]
+    with_numeral = [r for r in records if mask_numerals(r.text)[1]]
+    lowered = [c for c in changes if c < 0]
+    sample = f"all {len(records)}" if not n else f"random {len(records)} of {len(load())}, seed {seed}"
+    row = (f"| {name} ({sample}) | {len(with_numeral) / len(records):.0%} | {statistics.mean(changes):+.4f} "
+           f"| {_quantile(changes, 0.5):+.4f} | {_quantile(changes, 0.1):+.4f} | {_quantile(changes, 0.01):+.4f} "
+           f"| {min(changes):+.4f} | {len(lowered) / len(records):.0%} "
+           f"| {sum(c < -0.05 for c in changes) / len(records):.1%} | {len(records) / seconds:.2f} |")
+    return row, _cost(client, name, with_numeral[:cost_items], rubric)
+
+
+def _cost(client, name: str, probe, rubric: str) -> str:
+    _, bound_s = _results(client, [make_item(r.source, r.text) for r in probe], rubric)
+    _, once_s = _results(client, [make_item(r.source, mask_numerals(r.text)[0]) for r in probe], rubric)
+    return (f"| {name} | {len(probe)} | {len(probe) / once_s:.2f} | {len(probe) / bound_s:.2f} "
+            f"| {bound_s / once_s:.2f}x |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--server", required=True, help="a server with the masked-read bound on (the default)")
+    parser.add_argument("--cost-items", type=int, default=32, help="texts with a numeral timed with and without")
+    parser.add_argument("--n", type=int, default=300,
+                        help="texts per set, a random sample (0: all; -1: only the cost probe, on a random order)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=pathlib.Path, default=RESULTS / "numeral_bound.md")
+    args = parser.parse_args()
+    rows, costs = [], []
+    with RewardClient(args.server, timeout=7200) as client:
+        judge = client.info().judge_model
+        for name in SETS:
+            row, cost = measure(client, name, args.n, args.seed, args.cost_items)
+            rows += [row] if row else []
+            costs.append(cost)
+            print(row, cost, sep="\n", flush=True)
+    report = [
+        "# The masked second read on clean text",
+        "",
+        f"Command: `{' '.join(['python benchmarks/numeral_bound_bench.py', *sys.argv[1:]])}`",
+        f"Judge: {judge}; {time.strftime('%Y-%m-%d')}; shared machine. change = reward - plain_reward = "
+        "min(plain, masked) - plain.",
+        "",
+        "| set | with a numeral | mean change | median | 10th pct | 1st pct | min | lowered "
+        "| lowered by > 0.05 | items/s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        *rows,
+        "",
+        "Cost: the same texts with a numeral scored with numerals already masked (one read) and as written "
+        "(two reads), one after the other.",
+        "",
+        "| set | texts | items/s, one read | items/s, with the second read | time |",
+        "|---|---:|---:|---:|---:|",
+        *costs,
+    ]
+    args.out.write_text("\n".join(report) + "\n", encoding="utf-8")
+    print(f"written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

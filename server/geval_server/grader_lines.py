@@ -1,0 +1,112 @@
+"""Blanks text in a completion that speaks to the grader instead of the reader.
+
+A summary or a reply has no reason to address its evaluator, imitate a system or
+assistant turn, call a tool, or say the criterion's name over and over; a policy
+optimized against the judge does all of these (an earlier held-out batch: a line
+addressed to the grader as the system moved the embedded judge's reward by up to +0.41),
+and none of them needs a number, so neither claim blanking nor the masked second read
+sees them. They are recognized as a class, by their shape, in the reader's view of the
+text (reader_text.py), and blanked with the rest of their line:
+
+- a role marker at the start of a line or right after a sentence or a bracket:
+  `SYSTEM:`, `Assistant:`, `[grader]`, `<<SYS>>`, `[INST]`, `### SYSTEM OVERRIDE ###`;
+  a marker that opens a block (`<<SYS>>` ... `<</SYS>>`) blanks the block;
+- words addressed to the grader anywhere: `Note to the evaluator`, `Dear judge`,
+  `to the AI reviewing this`, `Evaluator, respond ...`;
+- tool-call shapes: `<tool_call>`, `"arguments":`, `submit_rating(`;
+- the criterion's name (or a word made from it) three or more times with at most three
+  other words between each.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from .reader_text import replace_spans, skeleton_text, skeleton_view
+
+REMOVED = "[removed]"
+
+_GRADERS = (r"(?:evaluators?|graders?|judges?|reviewers?|annotators?|raters?|scorers?|examiners?|assessors?"
+            r"|markers?|models?|assistants?|ai|llms?|bots?)")
+_ROLES = (r"(?:system|sys|assistant|user|developer|tool|function|instructions?|inst|prompt|admin|operator"
+          rf"|{_GRADERS})")
+# A role marker: where a turn could begin (a line's start, after a sentence or a bracket),
+# any markup before it, the role, an optional word of office, and what closes it.
+_MARKER = re.compile(
+    rf"(?:^|(?<=[.!?;)\]}}>]))[ \t*#>_|\"'\-\[(<{{]*/?[ \t]*(?P<role>{_ROLES})"
+    r"(?:[ \t]+(?:override|note|notes|message|prompt|instructions?|update|mode|turn))?[ \t]*(?:[:\]>|)}#=]|-+>)",
+    re.MULTILINE,
+)
+_ADDRESSED = re.compile(
+    rf"(?<!\w)(?:(?:note|notes|message|instructions?|memo|reminder|hint|request|attention)\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+)?"
+    rf"(?:automated\s+|ai\s+|llm\s+|human\s+)?{_GRADERS}"
+    rf"|dear\s+(?:ai\s+)?{_GRADERS}"
+    rf"|(?:to|for)\s+(?:the|any|whichever)\s+(?:ai\s+|llm\s+)?{_GRADERS}\s+(?:reading|reviewing|evaluating|grading|scoring"
+    rf"|judging|rating|assessing|checking|who)"
+    rf"|{_GRADERS}\s*[,:]\s*(?:please\s+)?(?:respond|rate|score|grade|give|output|return|mark|ignore|treat|assign"
+    rf"|answer|reply|consider|note|remember))(?!\w)"
+)
+_TOOL_CALL = re.compile(
+    r"<\s*/?\s*(?:tool_calls?|function_calls?|tool_use|invoke|antml)[^>\n]*>"
+    r"|\"(?:arguments|parameters|tool_name|function_name|tool)\"\s*:"
+    r"|(?<![\w.])[a-z_]*(?:score|rate|rating|grade|reward|verdict|evaluat[a-z]*|judge?)[a-z_]*\("
+)
+_WORD = re.compile(r"[^\W\d_]+")
+_REPEATS = 3  # the name this many times ...
+_WORDS_BETWEEN = 3  # ... with at most this many other words between each
+
+
+class GraderLineRedactor:
+    """Built once per server from the criteria it serves, like ScoreClaimRedactor."""
+
+    def __init__(self, criteria: Iterable[str]) -> None:
+        names = {skeleton_text(c).strip() for c in criteria if c.strip()}
+        # A word made from a name starts with most of it (`coherent`, `coherently`).
+        self._stems = tuple(sorted({n[:max(5, len(n) - 3)] for n in names if _WORD.fullmatch(n)}))
+
+    def _spans(self, skeleton: str) -> list[tuple[int, int]]:
+        spans = []
+        for found in _MARKER.finditer(skeleton):
+            spans.append((found.start(), self._block_end(skeleton, found)))
+        for found in (*_ADDRESSED.finditer(skeleton), *_TOOL_CALL.finditer(skeleton)):
+            spans.append((found.start(), _line_end(skeleton, found.end())))
+        spans += self._repeated_names(skeleton)
+        return sorted(spans)
+
+    @staticmethod
+    def _block_end(skeleton: str, marker: re.Match) -> int:
+        """The end of the marker's line, or of the line that closes its block (`<</sys>>`,
+        `[/inst]`) when one follows."""
+        closer = re.compile(rf"[<\[(]+\s*/\s*{re.escape(marker.group('role'))}\s*[>\])]")
+        found = closer.search(skeleton, marker.end(), marker.end() + 2000)
+        return _line_end(skeleton, found.end() if found else marker.end())
+
+    def _repeated_names(self, skeleton: str) -> list[tuple[int, int]]:
+        """Runs of the criterion's name said _REPEATS or more times close together."""
+        if not self._stems:
+            return []
+        words = list(_WORD.finditer(skeleton))
+        spans = []
+        for stem in self._stems:
+            hits = [i for i, w in enumerate(words) if w.group().startswith(stem)]
+            run = hits[:1]
+            for i in hits[1:] + [None]:
+                if i is not None and i - run[-1] <= _WORDS_BETWEEN + 1:
+                    run.append(i)
+                    continue
+                if len(run) >= _REPEATS:
+                    spans.append((words[run[0]].start(), words[run[-1]].end()))
+                run = [i]
+        return spans
+
+    def redact(self, text: str) -> tuple[str, int]:
+        """(the text with every such span blanked, how many)."""
+        skeleton, source_index = skeleton_view(text)
+        spans = self._spans(skeleton)
+        return (replace_spans(text, source_index, spans, REMOVED), len(spans)) if spans else (text, 0)
+
+
+def _line_end(skeleton: str, at: int) -> int:
+    end = skeleton.find("\n", at)
+    return len(skeleton) if end == -1 else end

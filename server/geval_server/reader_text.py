@@ -1,0 +1,97 @@
+"""Text as a reader sees it: one normalization for every rule that looks for hostile text.
+
+A claim rule written for `Coherence: 5` should also catch the ways of drawing it that a
+reader (and the judge) reads the same: full-width and mathematical letters and digits,
+superscript and circled digits, Roman numeral signs (`Ⅴ`), invisible characters between
+letters, and letters of other scripts drawn like Latin ones (`Сoherence` with a Cyrillic
+`С`, `ᴄᴏʜᴇʀᴇɴᴄᴇ` in small capitals). So every rule matches on this view of the text, and
+spans found in it map back to the text as written. The judge itself still reads the text
+as written, except what a rule blanks.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+
+# Characters drawn like Latin letters, both cases. Unicode's confusables list is far
+# larger; these are the letters of the scripts a policy's tokenizer writes easily.
+_DRAWN_LIKE_LATIN = {
+    # Cyrillic
+    "а": "a", "в": "b", "с": "c", "ԁ": "d", "е": "e", "һ": "h", "і": "i", "ј": "j", "к": "k",
+    "м": "m", "н": "h", "о": "o", "р": "p", "ѕ": "s", "т": "t", "у": "y", "х": "x", "ӏ": "l",
+    "ԛ": "q", "ԝ": "w", "ɡ": "g",
+    "А": "A", "В": "B", "С": "C", "Е": "E", "Н": "H", "І": "I", "Ј": "J", "К": "K", "М": "M",
+    "О": "O", "Р": "P", "Ѕ": "S", "Т": "T", "У": "Y", "Х": "X", "Ԁ": "D", "Ԛ": "Q", "Ԝ": "W",
+    # Greek
+    "α": "a", "β": "b", "ε": "e", "η": "n", "ι": "i", "κ": "k", "ν": "v", "ο": "o", "ρ": "p",
+    "τ": "t", "υ": "u", "χ": "x", "ϲ": "c", "ϳ": "j",
+    "Α": "A", "Β": "B", "Ε": "E", "Ζ": "Z", "Η": "H", "Ι": "I", "Κ": "K", "Μ": "M", "Ν": "N",
+    "Ο": "O", "Ρ": "P", "Τ": "T", "Υ": "Y", "Χ": "X", "Ϲ": "C",
+    # Armenian
+    "օ": "o", "ս": "u", "հ": "h", "ո": "n", "ց": "g", "ք": "p", "Օ": "O", "Ս": "U", "Տ": "S",
+    # Cherokee capitals
+    "Ꭺ": "A", "Ᏼ": "B", "Ꮯ": "C", "Ꭰ": "D", "Ꭼ": "E", "Ꮐ": "G", "Ꮋ": "H", "Ꭻ": "J", "Ꮶ": "K",
+    "Ꮮ": "L", "Ꮇ": "M", "Ꮲ": "P", "Ꮪ": "S", "Ꭲ": "T", "Ꮩ": "V", "Ꮃ": "W", "Ꮓ": "Z",
+    # Latin small capitals and other Latin letters drawn like plain ones
+    "ᴀ": "a", "ʙ": "b", "ᴄ": "c", "ᴅ": "d", "ᴇ": "e", "ꜰ": "f", "ɢ": "g", "ʜ": "h", "ɪ": "i",
+    "ᴊ": "j", "ᴋ": "k", "ʟ": "l", "ᴍ": "m", "ɴ": "n", "ᴏ": "o", "ᴘ": "p", "ʀ": "r", "ꜱ": "s",
+    "ᴛ": "t", "ᴜ": "u", "ᴠ": "v", "ᴡ": "w", "ʏ": "y", "ᴢ": "z", "ı": "i", "ȷ": "j",
+}
+_LOOK_ALIKES = str.maketrans(_DRAWN_LIKE_LATIN)
+# Invisible characters outside the format category: variation selectors (the emoji one
+# turns `5` into a keycap `5️⃣` with U+20E3), the combining grapheme joiner, Hangul fillers.
+_INVISIBLE_OTHER = frozenset(
+    [chr(c) for c in range(0xFE00, 0xFE10)] + [chr(c) for c in range(0xE0100, 0xE01F0)]
+    + ["\u034f", "\u20e3", "\u115f", "\u1160", "\u3164", "\uffa0"]
+)
+
+
+def is_invisible(char: str) -> bool:
+    """Format characters (zero-width, soft hyphen, bidi controls, tags) and the other
+    characters that draw nothing."""
+    return unicodedata.category(char) == "Cf" or char in _INVISIBLE_OTHER
+
+
+def reader_text(text: str, casefold: bool = False) -> str:
+    """NFKC, optionally case folded, invisible characters removed, look-alike letters
+    folded to Latin ones."""
+    visible = "".join(c for c in unicodedata.normalize("NFKC", text) if not is_invisible(c))
+    folded = visible.translate(_LOOK_ALIKES)
+    # Casefolding can write a capital as a letter of its own script (Cherokee folds to
+    # capitals, Greek `Σ` to `σ`), so the table is applied again after it.
+    return folded.casefold().translate(_LOOK_ALIKES) if casefold else folded
+
+
+def skeleton_text(text: str) -> str:
+    """The reader's text case folded and without accents: what claim rules match on."""
+    folded = reader_text(text, casefold=True)
+    return "".join(c for c in unicodedata.normalize("NFKD", folded) if not unicodedata.combining(c))
+
+
+def skeleton_view(text: str) -> tuple[str, Sequence[int]]:
+    """skeleton_text of each character, with each output character's index in `text`,
+    so that a span found in the skeleton maps back to the text as written.
+    Runs on every completion of every call: plain ASCII text, which normalizing leaves
+    as it is but for case, skips the per-character walk."""
+    if text.isascii():
+        return text.lower(), range(len(text))
+    chars, source_index = [], []
+    for index, char in enumerate(text):
+        for normal in skeleton_text(char):
+            chars.append(normal)
+            source_index.append(index)
+    return "".join(chars), source_index
+
+
+def replace_spans(text: str, source_index: Sequence[int], spans: Sequence[tuple[int, int]], marker: str) -> str:
+    """`text` with each span of its skeleton (sorted, from skeleton_view) replaced by
+    `marker`; a span starting inside the previous one's characters is part of it."""
+    pieces, cursor = [], 0
+    for start, end in spans:
+        if source_index[start] < cursor:
+            cursor = max(cursor, source_index[end - 1] + 1)
+            continue
+        pieces += [text[cursor:source_index[start]], marker]
+        cursor = source_index[end - 1] + 1
+    return "".join(pieces) + text[cursor:]

@@ -36,7 +36,8 @@ def test_identical_items_are_scored_once_and_every_copy_gets_the_result(judge_an
 def test_requests_reach_the_engine_in_token_order_grouped_by_prompt(judge_and_engine):
     judge, engine, tokenization = judge_and_engine
     articles = ["Zebra article text.", "Apple article text.", "Mango article text."]
-    items = [JudgeInput(articles[i % 3], f"Completion number {i}.") for i in range(9)]  # groups interleaved
+    # groups interleaved; no numerals, so no masked second read (judge.py) joins these requests
+    items = [JudgeInput(articles[i % 3], f"Completion {'abcdefghi'[i]}.") for i in range(9)]
 
     score_all(judge, items, [RUBRIC])
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .dtype_choice import cpu_dtype
 from .metrics import ENGINE_CANCELLED, PROMPT_LOGPROBS_SINGLY
 from .prompt_logprobs import ComputedRead, fill_from_batch
 
@@ -21,15 +22,15 @@ log = logging.getLogger(__name__)
 
 ENGINE_DEFAULTS = {"enable_prefix_caching": True}  # GRPO groups share their prompt: see bench_grpo.py
 
-# Settings that make the CPU backend usable: float32 (bfloat16 ran 4x slower) and
-# eager mode (torch.compile warm-up took minutes). KV blocks of 32 tokens instead of
-# vLLM's CPU default of 128: prefix-cache hits come in whole blocks, so every
+# Settings that make the CPU backend usable: eager mode (torch.compile warm-up took
+# minutes); the number format is chosen for the processor (dtype_choice.py). KV blocks
+# of 32 tokens instead of vLLM's CPU default of 128: prefix-cache hits come in whole blocks, so every
 # completion recomputes its group's shared prefix past the last full block; a GRPO
 # batch ran 1.26x faster (benchmarks/bench_grpo.py --block-sizes 32,128).
 # On CPU `gpu_memory_utilization` reserves a share of *host* memory up front (0.3 of
 # this machine was 5.3 GiB, and a second server then failed to start), so the KV
 # cache gets a fixed size instead: 2 GiB holds about 45k tokens of the embedded judge.
-CPU_DEFAULTS = {"dtype": "float32", "enforce_eager": True, "block_size": 32}
+CPU_DEFAULTS = {"enforce_eager": True, "block_size": 32}
 CPU_KV_CACHE_BYTES = 2 * 1024**3
 # vLLM's CPU backend keeps a core for its scheduler process unless told otherwise, so
 # on a 2-core machine the model computed on one core and half the machine's FLOP/s went
@@ -57,8 +58,15 @@ class JudgeEngine:
         """engine_args: the `AsyncEngineArgs` fields the user set; ours fill the rest."""
         self.model = model
         self.settings: dict[str, Any] = dict(ENGINE_DEFAULTS)
+        # Why the engine computes in its number format; `dtype` is the format it resolved (start).
+        self.dtype_reason = (f"--dtype {engine_args['dtype']} given" if "dtype" in engine_args
+                             else "vLLM's default (auto): the checkpoint's own")
+        self.dtype: str | None = None
         if on_cpu():
             self.settings.update(CPU_DEFAULTS)
+            if "dtype" not in engine_args:
+                choice = cpu_dtype()
+                self.settings["dtype"], self.dtype_reason = choice.dtype, choice.reason
             if "gpu_memory_utilization" not in engine_args:
                 self.settings["kv_cache_memory_bytes"] = CPU_KV_CACHE_BYTES
         self.settings.update(engine_args)
@@ -76,6 +84,8 @@ class JudgeEngine:
         args = AsyncEngineArgs(model=self.model, **self.settings)
         self._engine = AsyncLLM.from_engine_args(args)
         self.max_model_len = self._engine.model_config.max_model_len
+        self.dtype = str(self._engine.model_config.dtype).removeprefix("torch.")
+        log.info("the judge computes in %s: %s", self.dtype, self.dtype_reason)
 
     def shutdown(self) -> None:
         if self._engine is not None:

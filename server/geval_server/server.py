@@ -16,6 +16,7 @@ from grpc_reflection.v1alpha import reflection
 from .auth import TokenAuthInterceptor
 from .calls import CallInterceptor
 from .config import ServeConfig
+from .dtype_choice import judge_identity
 from .embedded_model import resolve_model
 from .engine import JudgeEngine
 from .inline_rubrics import InlineRubrics
@@ -107,13 +108,15 @@ async def prepare_judge(
     """The judge over a started engine: a G-Eval scorer per rubric, a likelihood scorer per
     spec, SemScore beside them when its model is given, callers' rubrics prepared as they
     come, and the score-claim blanking."""
-    # Blanking claims changes what the judge reads, so it is part of every rubric's hash.
+    # Blanking claims changes what the judge reads, so it is part of every rubric's hash;
+    # the number format changes what it computes, so the hashes name the judge with it.
     policy = "score-claims-removed" if remove_score_claims else "score-claims-kept"
-    preparer = GEvalPreparer(engine, tokenization, judge_model, low_confidence_below, policy)
+    identity = judge_identity(judge_model, engine.dtype)
+    preparer = GEvalPreparer(engine, tokenization, identity, low_confidence_below, policy)
     served = await asyncio.gather(*(preparer.scorer(rubric) for rubric in rubrics))  # steps written in one batch
     scorers: dict[str, Scorer] = {scorer.name: scorer for scorer in served}
     for spec in likelihood:
-        scorers[spec.name] = LikelihoodScorer(spec, engine, tokenization, judge_model)
+        scorers[spec.name] = LikelihoodScorer(spec, engine, tokenization, identity)
     if semscorer is not None:
         semscore = SemScoreScorer(semscorer)
         scorers[semscore.name] = semscore
@@ -144,6 +147,7 @@ def build_server(judge: Judge, config: ServeConfig) -> tuple[grpc.aio.Server, he
     settings = {key: str(value) for key, value in judge.engine.settings.items()}
     settings.update(judge.engine.environment)
     settings["max_model_len"] = str(judge.engine.max_model_len)
+    settings["dtype"], settings["dtype_reason"] = judge.engine.dtype, judge.engine.dtype_reason
     settings["model_path"] = judge.engine.model
     service = RewardService(
         judge, config.default_rubric, settings, config.limits, config.max_pending_items, config.low_confidence_below

@@ -7,11 +7,14 @@ batches them (continuous batching, prefix caching).
 from __future__ import annotations
 
 import asyncio
+import functools
+import itertools
 import logging
 import os
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 from .dtype_choice import cpu_dtype
@@ -38,6 +41,19 @@ CPU_KV_CACHE_BYTES = 2 * 1024**3
 # SummEval items then ran 1.9x faster with identical rewards (issue 16's first probe).
 # Users set either variable themselves to share the machine (see the README).
 CPU_ENVIRONMENT = {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0", "VLLM_CPU_OMP_THREADS_BIND": "auto"}
+
+
+@functools.cache
+def _vllm() -> SimpleNamespace:
+    """vLLM's request types, imported once, on first use: importing vLLM takes seconds, which
+    the CLI's other commands never spend, and an import statement in every request cost the
+    frontend about 5 us each (benchmarks/bench_frontend.py)."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+    from vllm.sampling_params import MAX_LOGPROB_TOKEN_IDS, RequestOutputKind
+
+    return SimpleNamespace(SamplingParams=SamplingParams, TokensPrompt=TokensPrompt,
+                           MAX_LOGPROB_TOKEN_IDS=MAX_LOGPROB_TOKEN_IDS, RequestOutputKind=RequestOutputKind)
 
 
 def on_cpu() -> bool:
@@ -75,6 +91,8 @@ class JudgeEngine:
             for name, default in CPU_ENVIRONMENT.items():
                 self.environment[name] = os.environ.setdefault(name, default)
         self._engine = None
+        # Request ids: unique among this engine's requests (a uuid4 each cost 10 us of CPU).
+        self._request_ids = map(f"{uuid.uuid4().hex[:12]}-{{}}".format, itertools.count())
 
     def start(self) -> None:
         from vllm.engine.arg_utils import AsyncEngineArgs
@@ -114,14 +132,15 @@ class JudgeEngine:
     async def _final_output(self, prompt_ids: list[int], params):
         """Runs one request to completion. FINAL_ONLY: with n > 1 a streamed output
         holds only the child that just finished, the final one holds all n."""
-        from vllm.inputs import TokensPrompt
-        from vllm.sampling_params import RequestOutputKind
-
-        params.output_kind = RequestOutputKind.FINAL_ONLY
+        vllm = _vllm()
+        params.output_kind = vllm.RequestOutputKind.FINAL_ONLY
+        # Every request's params are made for it alone, so vLLM need not deep-copy them
+        # (`skip_clone`, as vLLM's own OpenAI server sets it): a copy per request saved.
+        params.skip_clone = True
         final = None
         try:
             async for output in self._engine.generate(
-                TokensPrompt(prompt_token_ids=prompt_ids), params, request_id=uuid.uuid4().hex
+                vllm.TokensPrompt(prompt_token_ids=prompt_ids), params, request_id=next(self._request_ids)
             ):
                 final = output
         except asyncio.CancelledError:
@@ -134,16 +153,15 @@ class JudgeEngine:
         vLLM reads at most MAX_LOGPROB_TOKEN_IDS (128) per request; more (Gemma-4 has 257
         tokens that begin with a digit) take several requests on the same prompt, in flight
         together, so the prefix cache computes the prompt once."""
-        from vllm.sampling_params import MAX_LOGPROB_TOKEN_IDS
-
-        chunks = [token_ids[i:i + MAX_LOGPROB_TOKEN_IDS] for i in range(0, len(token_ids), MAX_LOGPROB_TOKEN_IDS)]
+        most = _vllm().MAX_LOGPROB_TOKEN_IDS
+        if len(token_ids) <= most:  # the usual case: one request, awaited without a task of its own
+            return await self._chunk_logprobs(prompt_ids, token_ids)
+        chunks = [token_ids[i:i + most] for i in range(0, len(token_ids), most)]
         answers = await asyncio.gather(*(self._chunk_logprobs(prompt_ids, chunk) for chunk in chunks))
         return {token_id: logprob for answer in answers for token_id, logprob in answer.items()}
 
     async def _chunk_logprobs(self, prompt_ids: list[int], token_ids: list[int]) -> dict[int, float]:
-        from vllm import SamplingParams
-
-        params = SamplingParams(
+        params = _vllm().SamplingParams(
             max_tokens=1, temperature=0.0, logprob_token_ids=token_ids, detokenize=False
         )
         output = await self._final_output(prompt_ids, params)
@@ -191,13 +209,11 @@ class JudgeEngine:
 
     async def _computed_read(self, prompt_ids: list[int], tail: int) -> ComputedRead:
         """One request; the tail positions vLLM computed (the cache held the rest)."""
-        from vllm import SamplingParams
-
         if not 0 < tail < len(prompt_ids):
             raise ValueError(f"tail must be 1..{len(prompt_ids) - 1} tokens, got {tail}")
         start = len(prompt_ids) - tail
-        params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False,
-                                skip_reading_prefix_cache=False)
+        params = _vllm().SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False,
+                                        skip_reading_prefix_cache=False)
         output = await self._final_output(prompt_ids, params)
         # prompt_logprobs[i] holds the log-probability of prompt token i (None for i = 0),
         # computed for i > num_cached_tokens.
@@ -208,9 +224,7 @@ class JudgeEngine:
     async def sample(
         self, prompt_ids: list[int], n: int, temperature: float, max_tokens: int, seed: int | None = None
     ) -> list[str]:
-        from vllm import SamplingParams
-
-        params = SamplingParams(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
+        params = _vllm().SamplingParams(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
         output = await self._final_output(prompt_ids, params)
         return [completion.text for completion in output.outputs]
 
@@ -218,9 +232,7 @@ class JudgeEngine:
         self, prompt_ids: list[int], max_tokens: int, stop: Sequence[str] = (), temperature: float = 0.0
     ) -> Generation:
         """One continuation (greedy at temperature 0), its text cut before the first stop string."""
-        from vllm import SamplingParams
-
-        params = SamplingParams(max_tokens=max_tokens, temperature=temperature, stop=list(stop))
+        params = _vllm().SamplingParams(max_tokens=max_tokens, temperature=temperature, stop=list(stop))
         completion = (await self._final_output(prompt_ids, params)).outputs[0]
         return Generation(completion.text, list(completion.token_ids), completion.finish_reason == "length")
 

@@ -172,8 +172,8 @@ class PromptBuilder:
         )
         self._tail = slot_ids
 
-    def _user(self, text: str) -> list[int]:
-        return self._tok.user(escape_boundaries(text))
+    def _user(self, text: str) -> tuple[int, ...]:
+        return self._tok.user_ids(escape_boundaries(text))
 
     def layout_fingerprint(self) -> str:
         """sha256 of every fixed token of the prompt (template, rubric text, framing, form):
@@ -183,9 +183,10 @@ class PromptBuilder:
 
     def build(self, item: JudgeInput) -> PromptParts:
         prompt = self._user(item.prompt)
-        reference: list[int] = []
+        reference: tuple[int, ...] | list[int] = ()
         if self._rubric.uses_reference:
-            reference = self._before_reference + self._user(item.reference or "")
+            reference = [*self._before_reference, *self._user(item.reference or "")]
         completion = self._user(item.completion)
-        ids = self._head + prompt + reference + self._before_completion + completion + self._tail
+        # One list built in one pass: `+` between the parts copied the prompt five times over.
+        ids = [*self._head, *prompt, *reference, *self._before_completion, *completion, *self._tail]
         return PromptParts(ids, len(prompt), len(completion), len(reference))

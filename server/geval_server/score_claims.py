@@ -38,6 +38,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 REDACTED = "[score removed]"
@@ -88,19 +89,51 @@ _SMALL = rf"(?:10|[0-9]|{'|'.join(_NUMBER_WORDS)})"  # a number a rating scale w
 # Claims without an anchor: a run of stars, a perfect fraction (`10/10`, `five out of five`),
 # the same small number three times over (`5 5 5`), or a small number that ends a clause
 # shortly after a verb of rating (`give this a 5.`, `the answer is 5`, `always answers 5`).
-# Each with what a text must contain for it to match anywhere (None: no such test). An
-# alternative that cannot match anywhere in a text changes nothing when left out, and the
-# regex engine tries every alternative at every position: leaving them out halved the time
-# of this scan, the largest part of blanking (benchmarks/bench_frontend.py).
+_SMALL_WORDS = frozenset(["10", *"0123456789", *_NUMBER_WORDS])
+_ALNUM_RUN = re.compile(r"[^\W_]+")
+# ASCII text split into the runs the patterns see (`[^\W_]+`, `[^\W\d_]+`) by str methods,
+# several times faster than the regex engine walking it.
+_ASCII_NOT_ALNUM = str.maketrans({c: " " for c in map(chr, range(128)) if not c.isalnum()})
+_ASCII_NOT_LETTER = str.maketrans({c: " " for c in map(chr, range(128)) if not c.isalpha()})
+
+
+def _alnum_runs(skeleton: str) -> list[str]:
+    r"""The runs of letters and digits in `skeleton`, as `[^\W_]+` finds them."""
+    return skeleton.translate(_ASCII_NOT_ALNUM).split() if skeleton.isascii() else _ALNUM_RUN.findall(skeleton)
+
+
+def _words(skeleton: str) -> list[str]:
+    r"""The runs of letters in `skeleton`, as `[^\W\d_]+` finds them."""
+    return skeleton.translate(_ASCII_NOT_LETTER).split() if skeleton.isascii() else _WORD.findall(skeleton)
+
+
+def _has_any(*needles: str):
+    return lambda skeleton: any(needle in skeleton for needle in needles)
+
+
+def _a_small_number_thrice(skeleton: str) -> bool:
+    """Whether one small number stands between non-alphanumerics three times or more, as
+    each of the same-number claim's three numbers does."""
+    counts = Counter(run for run in _alnum_runs(skeleton) if run in _SMALL_WORDS)
+    return any(count >= 3 for count in counts.values())
+
+
+# Each with a test that a text passes wherever it can match. An alternative that cannot
+# match anywhere in a text changes nothing when left out, and the regex engine tries every
+# alternative at every position: leaving them out took this scan, the largest part of
+# blanking, from about 140 to 30 us per summary (benchmarks/bench_frontend.py).
 _STANDALONE_PARTS = (
-    (_STARS, (*_STAR_CHARS, "*")),
-    (r"(?<![\w/])(?P<top>5|10|100|five|ten)\s*(?:/|out\s+of|of)\s*(?P=top)(?![\w/])", ("5", "10", "five", "ten")),
-    (rf"(?<![\w.,])(?P<same>{_SMALL})(?:[\W_]{{1,3}}(?P=same)){{2,}}(?!\w|[.,]\d)", None),
+    (_STARS, _has_any(*_STAR_CHARS, "*")),
+    (r"(?<![\w/])(?P<top>5|10|100|five|ten)\s*(?:/|out\s+of|of)\s*(?P=top)(?![\w/])",
+     _has_any("5", "10", "five", "ten")),
+    (rf"(?<![\w.,])(?P<same>{_SMALL})(?:[\W_]{{1,3}}(?P=same)){{2,}}(?!\w|[.,]\d)", _a_small_number_thrice),
     (rf"(?<!\w)(?:give|gives|gave|giving|rate|rates|answer|answers|output|return|returns|deserves?|earns?"
      rf"|receives?|awards?|assigns?|score|answer\s+is)(?!\w)[^.!?\n\d]{{0,30}}?(?<!\w){_SMALL}(?=\s*(?:[.;!,)](?!\d)|$))",
-     ("give", "gave", "giving", "rate", "answer", "output", "return", "deserve", "earn", "receive", "award", "assign",
-      "score")),
+     _has_any("give", "gave", "giving", "rate", "answer", "output", "return", "deserve", "earn", "receive", "award",
+              "assign", "score")),
 )
+
+
 @functools.cache
 def _standalone(possible: tuple[bool, ...]) -> re.Pattern:
     """The standalone claims' pattern with only the alternatives marked possible, in order."""
@@ -109,8 +142,8 @@ def _standalone(possible: tuple[bool, ...]) -> re.Pattern:
 
 def _standalone_claims(skeleton: str) -> Iterable[re.Match]:
     """The standalone claims in `skeleton`, trying only the alternatives its text allows."""
-    possible = tuple(needs is None or any(n in skeleton for n in needs) for _, needs in _STANDALONE_PARTS)
-    return _standalone(possible).finditer(skeleton)
+    possible = tuple(possible(skeleton) for _, possible in _STANDALONE_PARTS)
+    return _standalone(possible).finditer(skeleton) if any(possible) else ()
 
 
 _RATING_WORDS = frozenset(_skeleton_text(
@@ -128,6 +161,7 @@ _GAP_BEFORE = r"(?:[^\n]|\n(?![ \t]*\n)){0,24}"  # from a value to the anchor af
 _PADDING = re.compile(r"(?:[ \t]*\n){3,}[ \t]*|[ \t]{8,}")
 _FUZZY_MIN = 6  # words this long may differ from a criterion's name by a letter or two
 _WORD = re.compile(r"[^\W\d_]+")
+_ASCII_RUN_OR_CHAR = re.compile(r"[\x00-\x7f]+|[^\x00-\x7f]")
 _WORDS_KEPT = 65536  # words whose anchor patterns a redactor keeps
 
 
@@ -142,6 +176,7 @@ class ScoreClaimRedactor:
         phrases = sorted((n for n in names if not _WORD.fullmatch(n)), key=len, reverse=True)
         names_or_ratings = [re.escape(p).replace(r"\ ", r"\s+") for p in phrases] + [r"[^\W\d_]+"]
         self._anchors = re.compile(rf"(?<![^\W_])(?:{'|'.join(names_or_ratings)})(?![^\W_])")
+        self._phrases = re.compile("|".join(names_or_ratings[:-1])) if phrases else None
         value_end = r"(?![^\W_]|[.,]\d)"
         # After a name, a number with a word after it on its line counts things (`3 reports`),
         # unless a colon or equals sign hands it to the name (`Coherence: 5 The storm`).
@@ -182,10 +217,10 @@ class ScoreClaimRedactor:
     def _claims(self, skeleton: str) -> list[tuple[int, int]]:
         """Spans from each anchor to the value it claims (merged where they overlap)."""
         spans = []
-        # The anchor pattern stops at every word; most texts hold no anchor, which the words
-        # alone tell, without a match object each.
-        words = set(self._anchors.findall(skeleton))
-        anchored = any(self._patterns(word) is not None for word in words)
+        # The anchor pattern stops at every word; most texts hold no anchor, which their words
+        # (every anchor is one, or a criterion's phrase) tell at a fraction of its cost.
+        anchored = (any(self._patterns(word) is not None for word in set(_words(skeleton)))
+                    or (self._phrases is not None and self._phrases.search(skeleton) is not None))
         for anchor in self._anchors.finditer(skeleton) if anchored else ():
             patterns = self._patterns(anchor.group())
             if patterns is None:
@@ -274,11 +309,17 @@ def _skeleton(text: str) -> tuple[str, Sequence[int]]:
     leaves as it is but for case, skips the per-character walk."""
     if text.isascii():
         return text.lower(), range(len(text))
-    chars, source_index = [], []
-    for index, char in enumerate(text):
+    chars: list[str] = []
+    source_index: list[int] = []
+    for run in _ASCII_RUN_OR_CHAR.finditer(text):
+        start, char = run.start(), run.group()
+        if char.isascii():  # a run of ASCII: its skeleton is its lower case, character for character
+            chars.append(char.lower())
+            source_index += range(start, run.end())
+            continue
         if unicodedata.category(char) == "Cf":
             continue
         for normal in _skeleton_text(char):
             chars.append(normal)
-            source_index.append(index)
+            source_index.append(start)
     return "".join(chars), source_index

@@ -1,114 +1,279 @@
-"""The server's own Python per item, stage by stage, without an engine: what would
-cap a GPU engine's items/s. A GPU prefills a judge's prompt one to two orders of
-magnitude faster than this CPU, so the per-item CPU the gRPC frontend spends
-(protobuf, validation, score-claim blanking, tokenizing and prompt assembly) is
-the next bottleneck; this measures it on GRPO-shaped SummEval batches (8 articles
-x 8 summaries per call) whose articles the tokenizer cache has not seen, as in
-training, where every step brings new prompts.
+"""Benchmark 7: the frontend's own ceiling, the real gRPC server in front of an engine
+that answers at once: what would cap a GPU engine.
 
-    python benchmarks/bench_frontend.py [--batches 8]
+The server process is built as `geval-reward serve` builds it (`prepare_judge`,
+`build_server`: call interceptor, bearer-token auth, validation, score-claim blanking,
+the embedded judge's real tokenizer, prompt assembly, aggregation, protobuf), and its
+engine driver (engine.py's JudgeEngine) runs as served, except that vLLM's AsyncLLM is
+replaced by an answer given at once: the exact log-probabilities of the label tokens
+asked for, a function of the prompt's token ids, so equal rewards mean equal prompts.
+vLLM's own client side (input and output processing per request) is not in it.
+
+Load, GRPO-shaped: Score calls of 8 prompts x 8 completions (SummEval articles and
+their summaries) from several concurrent clients, in another process. Each load runs on
+a fresh server, whose first call (4 other articles) is not timed; then every article is
+new to the server, as every training step brings new prompts: 12 calls cover 96 of
+SummEval's 100 articles once. One load names one rubric per call, the other four.
+Measured: the server process's items/s and CPU seconds per item (all its threads).
+
+`--before COMMIT` serves the same calls from that commit's code too (exported to a
+temporary directory), alternating before, after, after, before, ... in one run, and
+checks that every reward, expected score and label distribution is bit-identical.
+
+    python benchmarks/bench_frontend.py [--before COMMIT] [--clients 4] [--repeats 1]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
+import os
+import pathlib
+import re
+import signal
 import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
 import time
 
 import common
-from geval_client.pb import reward_pb2
-from geval_client.requests import as_item
-from geval_server.claim_blanking import ScoreClaimRedactor
-from geval_server.validation import validate
+import psutil
+
+TOKEN = "bench-frontend-token"
+LOADS = {"1 rubric": ("summeval-coherence",),
+         "4 rubrics": ("summeval-coherence", "summeval-consistency", "summeval-fluency", "summeval-relevance")}
+TIMED_ARTICLES = 96  # 12 calls; SummEval's other 4 articles warm the server up
+MAX_MODEL_LEN = 8192  # the embedded judge's
 
 
-def cpu_per_item(stage, batches: list, items_per_batch: int) -> tuple[float, list]:
-    """CPU seconds per item of `stage` over the batches, and its outputs."""
-    outputs = []
-    started = time.process_time()
-    for batch in batches:
-        outputs.append(stage(batch))
-    return (time.process_time() - started) / (len(batches) * items_per_batch), outputs
+# ---- the server process ----------------------------------------------------------------
 
 
-def response_bytes(n_items: int) -> bytes:
-    """A response as the server sends it: per item one 5-label distribution."""
-    score = reward_pb2.RubricScore(
-        rubric=common.RUBRIC, expected_score=3.2, reward=0.55, label_mass=0.9, top_label="3",
-        mode=reward_pb2.SCORING_MODE_LOGPROBS, kind=reward_pb2.SCORER_KIND_GEVAL, content_hash="0" * 64,
-        distribution=[reward_pb2.LabelProbability(label=str(k), value=k, probability=0.2) for k in range(1, 6)],
-    )
-    results = [reward_pb2.ItemResult(id=str(i), reward=0.55, scores=[score]) for i in range(n_items)]
-    return reward_pb2.ScoreResponse(results=results, judge_model="judge").SerializeToString()
+def _label_logprob(prompt_key: int, token_id: int) -> float:
+    """A log-probability in [log 1e-4, log 0.09]: a function of the prompt and the token, cheap to compute."""
+    import math
+
+    mixed = (prompt_key ^ (token_id * 0x9E3779B97F4A7C15)) & 0xFFFFFFFF
+    return math.log((mixed % 900 + 1) / 10_000)
+
+
+def null_engine_class():
+    """The server's engine driver with vLLM's AsyncLLM replaced by an instant answer."""
+    from geval_server.engine import JudgeEngine
+    from vllm.logprobs import Logprob
+
+    class Answered:
+        errored = False
+
+    class Completion:
+        def __init__(self, logprobs):
+            self.logprobs = [logprobs]
+
+    class Output:
+        def __init__(self, logprobs):
+            self.outputs = [Completion(logprobs)]
+
+    class NullEngine(JudgeEngine):
+        def start(self) -> None:
+            self._engine = Answered()
+            self.max_model_len = MAX_MODEL_LEN
+            self.dtype = self.settings.get("dtype", "float32")
+
+        def shutdown(self) -> None:
+            self._engine = None
+
+        async def _final_output(self, prompt_ids, params):
+            if not params.logprob_token_ids:
+                raise NotImplementedError("the null engine reads label log-probabilities only")
+            await asyncio.sleep(0)  # in flight: the caller's task yields once, as on a real engine
+            key = hash(tuple(prompt_ids))
+            return Output({t: Logprob(_label_logprob(key, t)) for t in params.logprob_token_ids})
+
+    return NullEngine
+
+
+async def serve_null() -> None:
+    """Serves the null-engine judge as `geval-reward serve --no-semscore --api-key TOKEN --port 0`
+    would (every preset rubric and likelihood scorer); prints `ready PORT`; stops on SIGTERM."""
+    from geval_server import server as server_module
+    from geval_server.config import ServeConfig
+    from geval_server.embedded_model import EMBEDDED_MODEL
+
+    server_module.JudgeEngine = null_engine_class()
+    config = ServeConfig(model=EMBEDDED_MODEL, port=0, auth_tokens=(TOKEN,), semscore=False)
+    judge = await server_module.start_judge(config)
+    server, _, port = server_module.build_server(judge, config)
+    await server.start()
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    if hasattr(server_module, "settle_memory"):  # as serve() does (code from before it had none)
+        server_module.settle_memory()
+    print(f"ready {port}", flush=True)
+    await stop.wait()
+    await server.stop(grace=0)
+
+
+# ---- the load --------------------------------------------------------------------------
+
+
+def requests(docs: list, rubrics: tuple[str, ...]) -> list:
+    """Score requests of 8 articles x 8 of their summaries (fewer articles in the last)."""
+    from geval_client.requests import score_request
+
+    items = common.grpo_batch(docs)
+    return [score_request(batch, list(rubrics)) for batch in common.calls(items)]
+
+
+def scores(response) -> list[tuple]:
+    """What must be bit-identical before and after: per item its reward and, per rubric,
+    expected score, reward, label mass and distribution (not the content hash, which
+    names the code's judge identity)."""
+    return [(r.reward, tuple((s.rubric, g.expected_score, s.reward, g.label_mass,
+                              tuple(p.probability for p in g.distribution))
+                             for s in r.scores for g in [_geval(s)]))
+            for r in response.results]
+
+
+def _geval(score):
+    """The G-Eval measurements of a score on the wire: their own message since the proto gave
+    each scorer its result (a --before commit may predate it)."""
+    return score.geval if hasattr(score, "geval") else score
+
+
+async def send(port: int, calls: list, clients: int) -> tuple[float, list]:
+    """The calls from `clients` concurrent clients (each its own channel, calls in turn);
+    returns wall seconds and the responses in call order."""
+    import grpc
+    from geval_client.pb import reward_pb2_grpc
+
+    metadata = (("authorization", f"Bearer {TOKEN}"),)
+    responses: list = [None] * len(calls)
+    queue = list(enumerate(calls))
+
+    async def client() -> None:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = reward_pb2_grpc.RewardServiceStub(channel)
+            while queue:
+                index, request = queue.pop(0)
+                responses[index] = await stub.Score(request, metadata=metadata, timeout=600)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    return time.perf_counter() - started, responses
+
+
+@contextlib.contextmanager
+def null_server(tree: pathlib.Path, log_path: pathlib.Path):
+    """The null-engine server running `tree`'s server and client code; yields (port, pid)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(tree / "server"), str(tree / "client"), str(common.ROOT / "benchmarks")])}
+    with open(log_path, "w") as log:
+        process = subprocess.Popen([sys.executable, __file__, "--serve"], stdout=log, stderr=subprocess.STDOUT,
+                                   env=env)
+    try:
+        while not (ready := re.search(r"^ready (\d+)$", log_path.read_text(), re.M)):
+            if process.poll() is not None:
+                raise RuntimeError(f"the null-engine server from {tree} exited; log {log_path}")
+            time.sleep(0.2)
+        yield int(ready.group(1)), process.pid
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+
+
+def measure(tree: pathlib.Path, loads: dict[str, tuple[list, list]], clients: int, label: str) -> dict[str, tuple]:
+    """Per load, on a fresh server each: (wall s, server CPU s, the calls' scores)."""
+    measured = {}
+    for name, (warm, calls) in loads.items():
+        log_path = common.RESULTS_DIR / "logs" / f"bench_frontend-{label}-{name.replace(' ', '-')}.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with null_server(tree, log_path) as (port, pid):
+            server = psutil.Process(pid)
+            asyncio.run(send(port, warm, 1))
+            before = server.cpu_times()
+            seconds, responses = asyncio.run(send(port, calls, clients))
+            after = server.cpu_times()
+        cpu = after.user + after.system - before.user - before.system
+        measured[name] = (seconds, cpu, [scores(r) for r in responses])
+    return measured
+
+
+def export(commit: str, into: pathlib.Path) -> pathlib.Path:
+    """`commit`'s server and client code, as `git archive` writes it."""
+    archive = into / "tree.tar"
+    subprocess.run(["git", "-C", str(common.ROOT), "archive", "--format=tar", "-o", str(archive), commit,
+                    "server", "client"], check=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(into / "tree", filter="data")
+    return into / "tree"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batches", type=int, default=8, help="64-item calls, each with new articles")
+    parser.add_argument("--before", metavar="COMMIT", help="also serve this commit's code, alternating")
+    parser.add_argument("--clients", type=int, default=4, help="concurrent clients")
+    parser.add_argument("--repeats", type=int, default=1, help="fresh servers per tree and load: 2 x this")
     args = parser.parse_args()
+    info = common.machine()
     docs = common.summeval_docs()
-    items = common.grpo_batch(docs[: 8 * args.batches])
-    batches = common.calls(items)
-    per_batch = common.ITEMS_PER_CALL
-    prompts = common.JudgePrompts()
-    criterion = prompts.prepared.rubric.criterion
-    redactor = ScoreClaimRedactor([criterion])
-    served = {common.RUBRIC: False}
+    timed, warm = docs[:TIMED_ARTICLES], docs[TIMED_ARTICLES:TIMED_ARTICLES + 4]
+    loads = {name: (requests(warm, rubrics), requests(timed, rubrics)) for name, rubrics in LOADS.items()}
+    n_items = len(common.grpo_batch(timed))
+    n_calls = len(loads["1 rubric"][1])
 
-    def to_wire(batch):
-        return reward_pb2.ScoreRequest(items=[as_item(i) for i in batch]).SerializeToString()
+    with tempfile.TemporaryDirectory() as scratch:
+        trees = {"after": common.ROOT}
+        if args.before:
+            trees = {f"before ({args.before})": export(args.before, pathlib.Path(scratch)), **trees}
+        order = [name for _ in range(args.repeats) for name in [*trees, *reversed(trees)]]
+        runs: dict[str, list[dict]] = {name: [] for name in trees}
+        for index, name in enumerate(order):
+            runs[name].append(measure(trees[name], loads, args.clients, f"run{index}"))
+            print(f"server {index + 1} of {len(order)}, {name}: " + ", ".join(
+                f"{load} {n_items / seconds:.0f} items/s, {cpu / n_items * 1e3:.2f} CPU ms/item"
+                for load, (seconds, cpu, _) in runs[name][-1].items()), flush=True)
 
-    def from_wire(data):
-        request = reward_pb2.ScoreRequest()
-        request.ParseFromString(data)
-        return request
-
-    from geval_server.prompts import JudgeInput
-
-    def blank(valid):
-        return [JudgeInput(i.prompt, redactor.redact(i.completion)[0]) for i in valid.items]
-
-    def assemble(inputs):
-        return [prompts.prepared.builder.build(i).ids for i in inputs]
-
-    stages = []
-    client, wire = cpu_per_item(to_wire, batches, per_batch)
-    stages.append(("client: build and serialize the request", client))
-    parse, requests = cpu_per_item(from_wire, wire, per_batch)
-    stages.append(("server: parse the request", parse))
-    check, valid = cpu_per_item(lambda r: validate(r, served, common.RUBRIC), requests, per_batch)
-    stages.append(("server: validate", check))
-    blanking, inputs = cpu_per_item(blank, valid, per_batch)
-    stages.append(("server: blank score claims", blanking))
-    cold, _ = cpu_per_item(assemble, inputs, per_batch)
-    stages.append(("server: tokenize and assemble prompts (new articles)", cold))
-    warm, _ = cpu_per_item(assemble, inputs, per_batch)
-    stages.append(("server: assemble prompts again (tokenizer cache warm)", warm))
-    answer, _ = cpu_per_item(lambda b: response_bytes(len(b)), batches, per_batch)
-    stages.append(("server: build and serialize the response", answer))
-
-    server_cold = parse + check + blanking + cold + answer
-    tokens = statistics.mean(len(ids) for ids in assemble(inputs[0]))
-    rows = [[name, round(seconds * 1e6, 1), round(1 / seconds) if seconds else "-"] for name, seconds in stages]
-    rows.append(["server total, new articles (excluding vLLM's own client side)", round(server_cold * 1e6, 1),
-                 round(1 / server_cold)])
+    first = next(iter(runs.values()))[0]
+    identical = all(run[load][2] == first[load][2] for measured in runs.values() for run in measured
+                    for load in loads)
+    rows, per_core = [], {}
+    for name, measured in runs.items():
+        for load in loads:
+            seconds = statistics.mean(run[load][0] for run in measured)
+            cpu = statistics.mean(run[load][1] for run in measured)
+            per_core[name, load] = n_items / cpu
+            rows.append([name, load, len(measured), round(n_items / seconds), round(cpu / n_items * 1e3, 3),
+                         round(n_items / cpu), round(cpu / seconds, 2)])
+    notes = [f"{n_items} items per load and server ({n_calls} calls of 64, every article new to the server, after "
+             f"one untimed call of 4 other articles), {args.clients} concurrent clients in another process; CPU: the "
+             "server process, all its threads; items/s per core = items / CPU s; cores busy = CPU s / wall s."]
+    if len(trees) == 2:
+        before, after = trees
+        notes.append("After over before, items per CPU second: " + ", ".join(
+            f"{per_core[after, load] / per_core[before, load]:.2f}x with {load}" for load in loads)
+            + f"; rewards, expected scores and distributions bit-identical: {'yes' if identical else 'NO'}.")
     common.report(
         "bench_frontend",
-        "7. The server's Python per item (what would cap a GPU engine)",
-        ["stage", "CPU us/item", "items/s one core could sustain"],
+        "7. The frontend's ceiling: the real server in front of an engine that answers at once",
+        ["code", "load", "fresh servers", "items/s", "CPU ms/item", "items/s per core", "cores busy"],
         rows,
-        {"rubric": common.RUBRIC, "judge tokenizer": "SmolLM2-135M-Instruct (embedded)",
-         "items": f"SummEval, {args.batches} calls of 8 new articles x 8 summaries",
-         "prompt tokens/item": round(tokens)},
-        notes=[
-            "CPU time of this process (one thread) per item; no engine runs. vLLM's own client side "
-            "(AsyncLLM input and output processing in the frontend process) comes on top: bench_cores "
-            "measures the whole frontend process under load.",
-            "Warm row: the same items again; the server keeps tokenized user text in an LRU cache, so a "
-            "group's shared article is tokenized once.",
-        ],
+        {"judge tokenizer": "SmolLM2-135M-Instruct (embedded)", "loads": {k: list(v) for k, v in LOADS.items()},
+         "calls": "8 SummEval articles (new to the server) x 8 summaries", "auth": "bearer token"},
+        notes=notes,
+        machine_info=info,
     )
+    if not identical:
+        raise SystemExit("the rewards differ between runs")
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["--serve"]:
+        import logging
+
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        asyncio.run(serve_null())
+    else:
+        main()

@@ -212,6 +212,40 @@ def write_rubric_file(path: pathlib.Path, fields: dict[str, Any]) -> None:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
+@dataclass
+class ServerRun:
+    """One fresh server started with some flags and one batch scored on it."""
+
+    start_seconds: float  # from launch to ready (engine start, warm-up, rubric preparation)
+    seconds: float  # the timed batch, wall
+    cpu_seconds: float  # the timed batch, every process of the server
+    rewards: list[float]
+    expected_scores: list[float]
+    settings: dict[str, str]  # GetInfo's engine_settings
+
+
+async def score_on_fresh_server(port: int, serve_args: Sequence[str], items: list[dict], warm: list[dict],
+                                label: str, env: dict[str, str] | None = None) -> ServerRun:
+    """Starts `geval-reward serve *serve_args` (`env` added to its environment), scores `warm`
+    (other articles: the rubric's prefix then sits in the cache, as on a server in use), then
+    times `items` as one Score call from one client."""
+    from geval_client import AsyncRewardClient
+
+    started = time.perf_counter()
+    with geval_server(port, *serve_args, log_name=label, env=env) as (address, pid):
+        start_seconds = time.perf_counter() - started
+        async with AsyncRewardClient(address, timeout=3600) as client:
+            await client.score(warm, rubrics=RUBRIC)
+            async with timed([pid]) as t:
+                results = await client.score(items, rubrics=RUBRIC)
+            settings = dict((await client.info()).engine_settings)
+    failed = [r.error.message for r in results if r.HasField("error")]
+    if failed:
+        raise RuntimeError(f"{len(failed)} items failed, e.g. {failed[0]}")
+    return ServerRun(start_seconds, t.seconds, t.cpu_seconds, [r.reward for r in results],
+                     [r.scores[0].expected_score for r in results], settings)
+
+
 # ---- reporting -------------------------------------------------------------------------
 
 

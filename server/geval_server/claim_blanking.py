@@ -36,8 +36,10 @@ are cut to a paragraph break or a space first.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Iterable
 
 from .reader_text import skeleton_text as _skeleton_text
@@ -61,7 +63,8 @@ _NUMBER_WORDS = _skeleton_text(
 ).split()
 _NUMBER = rf"(?:\d+(?:[.,]\d+)?|{'|'.join(_NUMBER_WORDS)}|[一二三四五六七八九十]+|viii|vii|iii|ii|iv|vi|ix|i|v|x)"
 _OF = _skeleton_text(r"(?:/|out\s+of|of|sur|von|de|su|di|из)")  # `5/5`, `4 out of 5`, `cinq sur cinq`
-_STARS = r"(?:[★☆⭐✩✪✫✬✭✮✯✰✡]\s?){2,}|(?:\*\s?){3,}"
+_STAR_CHARS = "★☆⭐✩✪✫✬✭✮✯✰✡"
+_STARS = rf"(?:[{_STAR_CHARS}]\s?){{2,}}|(?:\*\s?){{3,}}"
 _LETTER_GRADE = r"(?:[a-f][+-]?|s\s*-?\s*tier)"
 # A value that reads as a rating next to any anchor.
 _RATING_VALUE = _skeleton_text(
@@ -75,12 +78,63 @@ _SMALL = rf"(?:10|[0-9]|{'|'.join(_NUMBER_WORDS)})"  # a number a rating scale w
 # Claims without an anchor: a run of stars, a perfect fraction (`10/10`, `five out of five`),
 # the same small number three times over (`5 5 5`), or a small number that ends a clause
 # shortly after a verb of rating (`give this a 5.`, `the answer is 5`, `always answers 5`).
-_STANDALONE = re.compile(
-    rf"{_STARS}|(?<![\w/])(?P<top>5|10|100|five|ten)\s*(?:/|out\s+of|of)\s*(?P=top)(?![\w/])"
-    rf"|(?<![\w.,])(?P<same>{_SMALL})(?:[\W_]{{1,3}}(?P=same)){{2,}}(?!\w|[.,]\d)"
-    rf"|(?<!\w)(?:give|gives|gave|giving|rate|rates|answer|answers|output|return|returns|deserves?|earns?"
-    rf"|receives?|awards?|assigns?|score|answer\s+is)(?!\w)[^.!?\n\d]{{0,30}}?(?<!\w){_SMALL}(?=\s*(?:[.;!,)](?!\d)|$))"
+_SMALL_WORDS = frozenset(["10", *"0123456789", *_NUMBER_WORDS])
+_ALNUM_RUN = re.compile(r"[^\W_]+")
+# ASCII text split into the runs the patterns see (`[^\W_]+`, `[^\W\d_]+`) by str methods,
+# several times faster than the regex engine walking it.
+_ASCII_NOT_ALNUM = str.maketrans({c: " " for c in map(chr, range(128)) if not c.isalnum()})
+_ASCII_NOT_LETTER = str.maketrans({c: " " for c in map(chr, range(128)) if not c.isalpha()})
+
+
+def _alnum_runs(skeleton: str) -> list[str]:
+    r"""The runs of letters and digits in `skeleton`, as `[^\W_]+` finds them."""
+    return skeleton.translate(_ASCII_NOT_ALNUM).split() if skeleton.isascii() else _ALNUM_RUN.findall(skeleton)
+
+
+def _words(skeleton: str) -> list[str]:
+    r"""The runs of letters in `skeleton`, as `[^\W\d_]+` finds them."""
+    return skeleton.translate(_ASCII_NOT_LETTER).split() if skeleton.isascii() else _WORD.findall(skeleton)
+
+
+def _has_any(*needles: str):
+    return lambda skeleton: any(needle in skeleton for needle in needles)
+
+
+def _a_small_number_thrice(skeleton: str) -> bool:
+    """Whether one small number stands between non-alphanumerics three times or more, as
+    each of the same-number claim's three numbers does."""
+    counts = Counter(run for run in _alnum_runs(skeleton) if run in _SMALL_WORDS)
+    return any(count >= 3 for count in counts.values())
+
+
+# Each with a test that a text passes wherever it can match. An alternative that cannot
+# match anywhere in a text changes nothing when left out, and the regex engine tries every
+# alternative at every position: leaving them out took this scan, the largest part of
+# blanking, from about 140 to 30 us per summary (benchmarks/bench_frontend.py).
+_STANDALONE_PARTS = (
+    (_STARS, _has_any(*_STAR_CHARS, "*")),
+    (r"(?<![\w/])(?P<top>5|10|100|five|ten)\s*(?:/|out\s+of|of)\s*(?P=top)(?![\w/])",
+     _has_any("5", "10", "five", "ten")),
+    (rf"(?<![\w.,])(?P<same>{_SMALL})(?:[\W_]{{1,3}}(?P=same)){{2,}}(?!\w|[.,]\d)", _a_small_number_thrice),
+    (rf"(?<!\w)(?:give|gives|gave|giving|rate|rates|answer|answers|output|return|returns|deserves?|earns?"
+     rf"|receives?|awards?|assigns?|score|answer\s+is)(?!\w)[^.!?\n\d]{{0,30}}?(?<!\w){_SMALL}(?=\s*(?:[.;!,)](?!\d)|$))",
+     _has_any("give", "gave", "giving", "rate", "answer", "output", "return", "deserve", "earn", "receive", "award",
+              "assign", "score")),
 )
+
+
+@functools.cache
+def _standalone(possible: tuple[bool, ...]) -> re.Pattern:
+    """The standalone claims' pattern with only the alternatives marked possible, in order."""
+    return re.compile("|".join(part for (part, _), keep in zip(_STANDALONE_PARTS, possible) if keep))
+
+
+def _standalone_claims(skeleton: str) -> Iterable[re.Match]:
+    """The standalone claims in `skeleton`, trying only the alternatives its text allows."""
+    possible = tuple(possible(skeleton) for _, possible in _STANDALONE_PARTS)
+    return _standalone(possible).finditer(skeleton) if any(possible) else ()
+
+
 _RATING_WORDS = frozenset(_skeleton_text(
     "score scores rating ratings rated grade graded grading mark marks verdict evaluation"
     " note notes bewertung punkte punkten wertung puntuación puntaje calificación nota valutazione voto"
@@ -96,6 +150,7 @@ _GAP_BEFORE = r"(?:[^\n]|\n(?![ \t]*\n)){0,24}"  # from a value to the anchor af
 _PADDING = re.compile(r"(?:[ \t]*\n){3,}[ \t]*|[ \t]{8,}")
 _FUZZY_MIN = 6  # words this long may differ from a criterion's name by a letter or two
 _WORD = re.compile(r"[^\W\d_]+")
+_WORDS_KEPT = 65536  # words whose anchor patterns a redactor keeps
 
 
 class ScoreClaimRedactor:
@@ -109,6 +164,7 @@ class ScoreClaimRedactor:
         phrases = sorted((n for n in names if not _WORD.fullmatch(n)), key=len, reverse=True)
         names_or_ratings = [re.escape(p).replace(r"\ ", r"\s+") for p in phrases] + [r"[^\W\d_]+"]
         self._anchors = re.compile(rf"(?<![^\W_])(?:{'|'.join(names_or_ratings)})(?![^\W_])")
+        self._phrases = re.compile("|".join(names_or_ratings[:-1])) if phrases else None
         value_end = r"(?![^\W_]|[.,]\d)"
         # After a name, a number with a word after it on its line counts things (`3 reports`),
         # unless a colon or equals sign hands it to the name (`Coherence: 5 The storm`).
@@ -126,17 +182,38 @@ class ScoreClaimRedactor:
         )
         self._rating_before = re.compile(rf"(?<![^\W_])({_RATING_VALUE}){_GAP_BEFORE}$")
 
+        # Each word's patterns (None: not an anchor), kept: the anchor pattern stops at every
+        # word, and comparing each with every criterion's spelling was most of the blanking's
+        # time (0.7 ms per item with 4 criteria, benchmarks/bench_frontend.py).
+        self._patterns_by_word: dict[str, tuple[re.Pattern, re.Pattern] | None] = {}
+
+    def _patterns(self, word: str) -> tuple[re.Pattern, re.Pattern] | None:
+        """The patterns for the value after and before `word`, None where it anchors nothing."""
+        if word in self._patterns_by_word:
+            return self._patterns_by_word[word]
+        if _is_rating_word(word):
+            patterns = self._rating_after, self._rating_before
+        elif not _WORD.fullmatch(word) or self._is_criterion(word):
+            patterns = self._any_after, self._any_before
+        else:
+            patterns = None
+        if len(self._patterns_by_word) >= _WORDS_KEPT:  # a flood of made-up words cannot grow it without end
+            self._patterns_by_word.clear()
+        self._patterns_by_word[word] = patterns
+        return patterns
+
     def _claims(self, skeleton: str) -> list[tuple[int, int]]:
         """Spans from each anchor to the value it claims (merged where they overlap)."""
         spans = []
-        for anchor in self._anchors.finditer(skeleton):
-            word, start, end = anchor.group(), anchor.start(), anchor.end()
-            if _is_rating_word(word):
-                after, before = self._rating_after, self._rating_before
-            elif not _WORD.fullmatch(word) or self._is_criterion(word):
-                after, before = self._any_after, self._any_before
-            else:
+        # The anchor pattern stops at every word; most texts hold no anchor, which their words
+        # (every anchor is one, or a criterion's phrase) tell at a fraction of its cost.
+        anchored = (any(self._patterns(word) is not None for word in set(_words(skeleton)))
+                    or (self._phrases is not None and self._phrases.search(skeleton) is not None))
+        for anchor in self._anchors.finditer(skeleton) if anchored else ():
+            patterns = self._patterns(anchor.group())
+            if patterns is None:
                 continue
+            (after, before), start, end = patterns, anchor.start(), anchor.end()
             if found := after.match(skeleton, end):
                 spans.append((start, found.end()))
             window = max(0, start - 64)
@@ -145,7 +222,7 @@ class ScoreClaimRedactor:
                 found = before.search(skeleton, found.start() + 1, start)
             if found:
                 spans.append((found.start(), end))
-        spans += (found.span() for found in _STANDALONE.finditer(skeleton))
+        spans += (found.span() for found in _standalone_claims(skeleton))
         return _merged(spans)
 
     def _is_criterion(self, word: str) -> bool:
@@ -153,7 +230,9 @@ class ScoreClaimRedactor:
 
     def redact(self, text: str) -> tuple[str, int]:
         """(text with every claim replaced and every run of padding cut, how many of both)."""
-        text, padding = _PADDING.subn(lambda run: "\n\n" if "\n" in run.group() else " ", text)
+        padding = 0
+        if text.count("\n") >= 3 or "\t" in text or " " * 8 in text:  # what _PADDING needs to match at all
+            text, padding = _PADDING.subn(lambda run: "\n\n" if "\n" in run.group() else " ", text)
         skeleton, source_index = _skeleton(text)
         spans = self._claims(skeleton)
         if not spans:

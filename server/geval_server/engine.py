@@ -7,13 +7,17 @@ batches them (continuous batching, prefix caching).
 from __future__ import annotations
 
 import asyncio
+import functools
+import itertools
 import logging
 import os
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
+from .dtype_choice import cpu_dtype
 from .metrics import ENGINE_CANCELLED, PROMPT_LOGPROBS_SINGLY
 from .prompt_logprobs import ComputedRead, fill_from_batch
 
@@ -21,15 +25,15 @@ log = logging.getLogger(__name__)
 
 ENGINE_DEFAULTS = {"enable_prefix_caching": True}  # GRPO groups share their prompt: see bench_grpo.py
 
-# Settings that make the CPU backend usable: float32 (bfloat16 ran 4x slower) and
-# eager mode (torch.compile warm-up took minutes). KV blocks of 32 tokens instead of
-# vLLM's CPU default of 128: prefix-cache hits come in whole blocks, so every
+# Settings that make the CPU backend usable: eager mode (torch.compile warm-up took
+# minutes); the number format is chosen for the processor (dtype_choice.py). KV blocks
+# of 32 tokens instead of vLLM's CPU default of 128: prefix-cache hits come in whole blocks, so every
 # completion recomputes its group's shared prefix past the last full block; a GRPO
 # batch ran 1.26x faster (benchmarks/bench_grpo.py --block-sizes 32,128).
 # On CPU `gpu_memory_utilization` reserves a share of *host* memory up front (0.3 of
 # this machine was 5.3 GiB, and a second server then failed to start), so the KV
 # cache gets a fixed size instead: 2 GiB holds about 45k tokens of the embedded judge.
-CPU_DEFAULTS = {"dtype": "float32", "enforce_eager": True, "block_size": 32}
+CPU_DEFAULTS = {"enforce_eager": True, "block_size": 32}
 CPU_KV_CACHE_BYTES = 2 * 1024**3
 # vLLM's CPU backend keeps a core for its scheduler process unless told otherwise, so
 # on a 2-core machine the model computed on one core and half the machine's FLOP/s went
@@ -37,6 +41,19 @@ CPU_KV_CACHE_BYTES = 2 * 1024**3
 # SummEval items then ran 1.9x faster with identical rewards (issue 16's first probe).
 # Users set either variable themselves to share the machine (see the README).
 CPU_ENVIRONMENT = {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0", "VLLM_CPU_OMP_THREADS_BIND": "auto"}
+
+
+@functools.cache
+def _vllm() -> SimpleNamespace:
+    """vLLM's request types, imported once, on first use: importing vLLM takes seconds, which
+    the CLI's other commands never spend, and an import statement in every request cost the
+    frontend about 5 us each (benchmarks/bench_frontend.py)."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+    from vllm.sampling_params import MAX_LOGPROB_TOKEN_IDS, RequestOutputKind
+
+    return SimpleNamespace(SamplingParams=SamplingParams, TokensPrompt=TokensPrompt,
+                           MAX_LOGPROB_TOKEN_IDS=MAX_LOGPROB_TOKEN_IDS, RequestOutputKind=RequestOutputKind)
 
 
 def on_cpu() -> bool:
@@ -57,8 +74,15 @@ class JudgeEngine:
         """engine_args: the `AsyncEngineArgs` fields the user set; ours fill the rest."""
         self.model = model
         self.settings: dict[str, Any] = dict(ENGINE_DEFAULTS)
+        # Why the engine computes in its number format; `dtype` is the format it resolved (start).
+        self.dtype_reason = (f"--dtype {engine_args['dtype']} given" if "dtype" in engine_args
+                             else "vLLM's default (auto): the checkpoint's own")
+        self.dtype: str | None = None
         if on_cpu():
             self.settings.update(CPU_DEFAULTS)
+            if "dtype" not in engine_args:
+                choice = cpu_dtype()
+                self.settings["dtype"], self.dtype_reason = choice.dtype, choice.reason
             if "gpu_memory_utilization" not in engine_args:
                 self.settings["kv_cache_memory_bytes"] = CPU_KV_CACHE_BYTES
         self.settings.update(engine_args)
@@ -67,6 +91,8 @@ class JudgeEngine:
             for name, default in CPU_ENVIRONMENT.items():
                 self.environment[name] = os.environ.setdefault(name, default)
         self._engine = None
+        # Request ids: unique among this engine's requests (a uuid4 each cost 10 us of CPU).
+        self._request_ids = map(f"{uuid.uuid4().hex[:12]}-{{}}".format, itertools.count())
 
     def start(self) -> None:
         from vllm.engine.arg_utils import AsyncEngineArgs
@@ -76,6 +102,8 @@ class JudgeEngine:
         args = AsyncEngineArgs(model=self.model, **self.settings)
         self._engine = AsyncLLM.from_engine_args(args)
         self.max_model_len = self._engine.model_config.max_model_len
+        self.dtype = str(self._engine.model_config.dtype).removeprefix("torch.")
+        log.info("the judge computes in %s: %s", self.dtype, self.dtype_reason)
 
     def shutdown(self) -> None:
         if self._engine is not None:
@@ -104,14 +132,15 @@ class JudgeEngine:
     async def _final_output(self, prompt_ids: list[int], params):
         """Runs one request to completion. FINAL_ONLY: with n > 1 a streamed output
         holds only the child that just finished, the final one holds all n."""
-        from vllm.inputs import TokensPrompt
-        from vllm.sampling_params import RequestOutputKind
-
-        params.output_kind = RequestOutputKind.FINAL_ONLY
+        vllm = _vllm()
+        params.output_kind = vllm.RequestOutputKind.FINAL_ONLY
+        # Every request's params are made for it alone, so vLLM need not deep-copy them
+        # (`skip_clone`, as vLLM's own OpenAI server sets it): a copy per request saved.
+        params.skip_clone = True
         final = None
         try:
             async for output in self._engine.generate(
-                TokensPrompt(prompt_token_ids=prompt_ids), params, request_id=uuid.uuid4().hex
+                vllm.TokensPrompt(prompt_token_ids=prompt_ids), params, request_id=next(self._request_ids)
             ):
                 final = output
         except asyncio.CancelledError:
@@ -124,16 +153,15 @@ class JudgeEngine:
         vLLM reads at most MAX_LOGPROB_TOKEN_IDS (128) per request; more (Gemma-4 has 257
         tokens that begin with a digit) take several requests on the same prompt, in flight
         together, so the prefix cache computes the prompt once."""
-        from vllm.sampling_params import MAX_LOGPROB_TOKEN_IDS
-
-        chunks = [token_ids[i:i + MAX_LOGPROB_TOKEN_IDS] for i in range(0, len(token_ids), MAX_LOGPROB_TOKEN_IDS)]
+        most = _vllm().MAX_LOGPROB_TOKEN_IDS
+        if len(token_ids) <= most:  # the usual case: one request, awaited without a task of its own
+            return await self._chunk_logprobs(prompt_ids, token_ids)
+        chunks = [token_ids[i:i + most] for i in range(0, len(token_ids), most)]
         answers = await asyncio.gather(*(self._chunk_logprobs(prompt_ids, chunk) for chunk in chunks))
         return {token_id: logprob for answer in answers for token_id, logprob in answer.items()}
 
     async def _chunk_logprobs(self, prompt_ids: list[int], token_ids: list[int]) -> dict[int, float]:
-        from vllm import SamplingParams
-
-        params = SamplingParams(
+        params = _vllm().SamplingParams(
             max_tokens=1, temperature=0.0, logprob_token_ids=token_ids, detokenize=False
         )
         output = await self._final_output(prompt_ids, params)
@@ -181,13 +209,11 @@ class JudgeEngine:
 
     async def _computed_read(self, prompt_ids: list[int], tail: int) -> ComputedRead:
         """One request; the tail positions vLLM computed (the cache held the rest)."""
-        from vllm import SamplingParams
-
         if not 0 < tail < len(prompt_ids):
             raise ValueError(f"tail must be 1..{len(prompt_ids) - 1} tokens, got {tail}")
         start = len(prompt_ids) - tail
-        params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False,
-                                skip_reading_prefix_cache=False)
+        params = _vllm().SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False,
+                                        skip_reading_prefix_cache=False)
         output = await self._final_output(prompt_ids, params)
         # prompt_logprobs[i] holds the log-probability of prompt token i (None for i = 0),
         # computed for i > num_cached_tokens.
@@ -198,9 +224,7 @@ class JudgeEngine:
     async def sample(
         self, prompt_ids: list[int], n: int, temperature: float, max_tokens: int, seed: int | None = None
     ) -> list[str]:
-        from vllm import SamplingParams
-
-        params = SamplingParams(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
+        params = _vllm().SamplingParams(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
         output = await self._final_output(prompt_ids, params)
         return [completion.text for completion in output.outputs]
 
@@ -208,9 +232,7 @@ class JudgeEngine:
         self, prompt_ids: list[int], max_tokens: int, stop: Sequence[str] = (), temperature: float = 0.0
     ) -> Generation:
         """One continuation (greedy at temperature 0), its text cut before the first stop string."""
-        from vllm import SamplingParams
-
-        params = SamplingParams(max_tokens=max_tokens, temperature=temperature, stop=list(stop))
+        params = _vllm().SamplingParams(max_tokens=max_tokens, temperature=temperature, stop=list(stop))
         completion = (await self._final_output(prompt_ids, params)).outputs[0]
         return Generation(completion.text, list(completion.token_ids), completion.finish_reason == "length")
 

@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 from typing import Any
 
+from .dtype_choice import CPU_DTYPE_HELP
 from .embedded_model import EMBEDDED_MODEL
 from .engine import CPU_DEFAULTS, CPU_KV_CACHE_BYTES, ENGINE_DEFAULTS
 
@@ -29,6 +30,7 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> list[argparse.Action]:
                                   f"{CPU_KV_CACHE_BYTES} applies unless this is given",
         **{dest: str(value) for dest, value in ENGINE_DEFAULTS.items()},
         **{dest: f"{value} on CPU" for dest, value in CPU_DEFAULTS.items()},
+        "dtype": CPU_DTYPE_HELP,
     }
     for action in added:
         if action.dest in ours and action.help not in (None, argparse.SUPPRESS):

@@ -14,6 +14,7 @@ import shutil
 
 import pytest
 from geval_client import RewardClient, make_item
+from geval_server.dtype_choice import judge_identity
 from geval_server.launcher import ServerStartError, start_server, stop_server
 from geval_server.prompts import JudgeInput
 from geval_server.rubrics import rubric_from_dict
@@ -27,8 +28,10 @@ pytestmark = pytest.mark.families
 # One server per architecture and tokenizer kind users serve (Llama-2 and Mistral v0.3 add only
 # SentencePiece, which Phi-3 covers end to end and test_tokenizers.py covers for both).
 SERVED = ["llama-3.1", "llama-3-base", "qwen2.5", "mistral-tekken", "gemma-4", "phi-3"]
-# A tiny engine: its KV cache holds 32k tokens of these 2-layer models; no SemScore model.
-SERVE_ARGS = ("--no-semscore", "--max-model-len", "2048", "--kv-cache-memory-bytes", str(32 * 2**20))
+# A tiny engine: its KV cache holds 32k tokens of these 2-layer models; no SemScore model;
+# float32 whatever the processor, as the checkpoint is read in transformers below.
+SERVE_ARGS = ("--no-semscore", "--max-model-len", "2048", "--kv-cache-memory-bytes", str(32 * 2**20),
+              "--dtype", "float32")
 STEPS = "1. Read the question and the answer.\n2. Rate the answer's clarity on the scale."
 
 
@@ -82,8 +85,9 @@ def _transformers_scores(checkpoint, rubric: dict):
 
     tokenization, vocabulary, model = _in_transformers(checkpoint)
     parsed = rubric_from_dict(rubric, "test")
-    # The server hashes with its --model argument and blanks score claims by default.
-    prepared = prepare_rubric(tokenization, vocabulary, parsed, str(checkpoint), "score-claims-removed")
+    # The server hashes with its --model argument and number format, and blanks score claims by default.
+    judge = judge_identity(str(checkpoint), "float32")
+    prepared = prepare_rubric(tokenization, vocabulary, parsed, judge, "score-claims-removed")
     scores = []
     for prompt, completion in ITEMS:
         ids = prepared.builder.build(JudgeInput(prompt, completion)).ids

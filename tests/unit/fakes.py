@@ -31,6 +31,7 @@ class RecordingEngine:
 
     max_model_len = 100_000
     is_running = True
+    dtype = "float32"
 
     def __init__(self):
         self.prompts: list[list[int]] = []

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 from geval_server import cli
+from geval_server.dtype_choice import CPU_DTYPE_HELP
 from geval_server.embedded_model import EMBEDDED_MODEL
 from geval_server.engine import CPU_DEFAULTS, CPU_KV_CACHE_BYTES, JudgeEngine, on_cpu
 
@@ -95,7 +96,7 @@ def test_help_is_vllms_with_our_defaults_added():
     shown = " ".join(subprocess.run([sys.executable, "-m", "geval_server.cli", "serve", "--help=dtype"],
                                     capture_output=True, text=True, check=True).stdout.split())
     assert "--dtype" in shown and '"bfloat16" for a balance between precision and range' in shown
-    assert "[geval-reward: float32 on CPU, in place of vLLM's default] (default: auto)" in shown
+    assert f"[geval-reward: {CPU_DTYPE_HELP}, in place of vLLM's default] (default: auto)" in shown
     groups = subprocess.run([sys.executable, "-m", "geval_server.cli", "serve", "--help"],
                             capture_output=True, text=True, check=True).stdout
     assert all(group in groups for group in ("ModelConfig", "CacheConfig", "access", "limits"))

@@ -17,8 +17,8 @@ import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from .claim_blanking import ScoreClaimRedactor
 from .comparison_prompt import VERDICTS, ComparisonPrompt
 from .engine import JudgeEngine
 from .expected_score import NoLabelMass
@@ -56,6 +56,12 @@ class GroupResult:
     score_claims_removed: list[int] = field(default_factory=list)
 
 
+class Redactor(Protocol):
+    """What blanks score claims and grader-addressed lines in a completion (judge.py)."""
+
+    def redact(self, text: str) -> tuple[str, int]: ...
+
+
 class GroupJudge:
     def __init__(self, engine: JudgeEngine, tokenization: Tokenization, vocabulary: LabelVocabulary) -> None:
         self._engine = engine
@@ -75,7 +81,7 @@ class GroupJudge:
         layout = self.prompt_for(rubric).fingerprint
         return hashlib.sha256(f"comparison:{rubric.content_hash(judge_model, layout)}".encode()).hexdigest()
 
-    async def judge(self, request: GroupRequest, redactor: ScoreClaimRedactor | None,
+    async def judge(self, request: GroupRequest, redactor: Redactor | None,
                     judge_model: str) -> list[GroupResult]:
         results = [GroupResult() for _ in request.groups]
         plans: list[_RubricPlan] = []
@@ -185,7 +191,7 @@ def _fail_members(result: GroupResult, key, error: BaseException, rubric: str) -
                                                     f"{type(error).__name__}: {error}")
 
 
-def _blanked(group: Group, redactor: ScoreClaimRedactor | None) -> tuple[list[str], list[int]]:
+def _blanked(group: Group, redactor: Redactor | None) -> tuple[list[str], list[int]]:
     if redactor is None:
         return list(group.completions), [0] * len(group.completions)
     blanked = [redactor.redact(text) for text in group.completions]

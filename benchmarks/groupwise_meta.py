@@ -94,7 +94,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--summeval-docs", type=int, default=8)
     parser.add_argument("--topical-chat-contexts", type=int, default=10)
-    parser.add_argument("--cost-docs", type=int, default=2, help="SummEval articles (unseen by the quality part)")
+    parser.add_argument("--cost-docs", type=int, default=2, help="SummEval articles (unseen by the quality part); 0 skips the cost part")
     parser.add_argument("--server", help="a running server (default: start one)")
     args = parser.parse_args()
     summeval = list(datasets.groups(datasets.summeval()).values())
@@ -114,11 +114,11 @@ def main() -> None:
     with contextlib.ExitStack() as stack:
         address = args.server or stack.enter_context(common.geval_server(50700, log_name="groupwise-server"))[0]
         client = stack.enter_context(RewardClient(address, timeout=7200))
-        # articles past the quality part's, so the cold figures are cold
-        cost(client, summeval[-args.cost_docs:], cost_rows)
-        common.report("groupwise_cost", "Groupwise judging: cost per completion against the pointwise read",
-                      ["group size", "cache", "pointwise ms/completion", "all pairs ms/completion", "ratio",
-                       "comparisons per completion"], cost_rows, {"cost_docs": args.cost_docs}, [], info)
+        if args.cost_docs:  # articles past the quality part's, so the cold figures are cold
+            cost(client, summeval[-args.cost_docs:], cost_rows)
+            common.report("groupwise_cost", "Groupwise judging: cost per completion against the pointwise read",
+                          ["group size", "cache", "pointwise ms/completion", "all pairs ms/completion", "ratio",
+                           "comparisons per completion"], cost_rows, {"cost_docs": args.cost_docs}, [], info)
         quality(client, "SummEval", summeval[:args.summeval_docs], SUMMEVAL, quality_rows, diagnostics,
                 report_quality)
         quality(client, "Topical-Chat", topical[:args.topical_chat_contexts], TOPICAL_CHAT, quality_rows,

@@ -94,7 +94,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--summeval-docs", type=int, default=8)
     parser.add_argument("--topical-chat-contexts", type=int, default=10)
-    parser.add_argument("--cost-docs", type=int, default=2, help="SummEval articles, unseen by the quality part (0: no cost part)")
+    parser.add_argument("--cost-docs", type=int, default=2,
+                        help="SummEval articles, unseen by the quality part (0: no cost part)")
     parser.add_argument("--server", help="a running server (default: start one)")
     args = parser.parse_args()
     summeval = list(datasets.groups(datasets.summeval()).values())

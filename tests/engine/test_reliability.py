@@ -227,6 +227,7 @@ def test_sigterm_finishes_in_flight_work_then_exits_zero(server):
         results = in_flight.result(timeout=300).results
         assert len(results) == 8 and all(r.scores for r in results)
     assert server.process.wait(timeout=120) == 0
+    # one log line per call, the interceptor's, with the servicer's fields merged in
     lines = [json.loads(line.split(": ", 1)[1]) for line in server.log.read_text().splitlines()
-             if "geval_server.service: {" in line]
-    assert any(line["event"] == "score" and line["items"] == 8 and line["code"] == "OK" for line in lines)
+             if "geval_server.calls: {" in line]
+    assert any(line["method"].endswith("/Score") and line["items"] == 8 and line["code"] == "OK" for line in lines)

@@ -29,9 +29,11 @@ pytestmark = pytest.mark.families
 # SentencePiece, which Phi-3 covers end to end and test_tokenizers.py covers for both).
 SERVED = ["llama-3.1", "llama-3-base", "qwen2.5", "mistral-tekken", "gemma-4", "phi-3"]
 # A tiny engine: its KV cache holds 32k tokens of these 2-layer models; no SemScore model;
-# float32 whatever the processor, as the checkpoint is read in transformers below.
+# float32 whatever the processor, as the checkpoint is read in transformers below; the plain
+# read alone (no masked-numeral second read, which judge.py and its own tests cover), so every
+# score is the prompt transformers reads.
 SERVE_ARGS = ("--no-semscore", "--max-model-len", "2048", "--kv-cache-memory-bytes", str(32 * 2**20),
-              "--dtype", "float32")
+              "--dtype", "float32", "--no-masked-read-bound")
 STEPS = "1. Read the question and the answer.\n2. Rate the answer's clarity on the scale."
 
 

@@ -10,10 +10,12 @@ asked for, a function of the prompt's token ids, so equal rewards mean equal pro
 vLLM's own client side (input and output processing per request) is not in it.
 
 Load, GRPO-shaped: Score calls of 8 prompts x 8 completions (SummEval articles and
-their summaries) from several concurrent clients, in another process. Each load runs on
-a fresh server, whose first call (4 other articles) is not timed; then every article is
+their summaries) from several concurrent clients, in another process. Every article is
 new to the server, as every training step brings new prompts: 12 calls cover 96 of
-SummEval's 100 articles once. One load names one rubric per call, the other four.
+SummEval's 100 articles once. One load names one rubric per call, the other four. Each
+load runs twice, on fresh servers: right after start-up (one untimed call of 4 other
+articles), and after the server has scored the 474 QAGS news summaries (other articles,
+the same kind of text: a server some way into a training run has seen its words before).
 Measured: the server process's items/s and CPU seconds per item (all its threads).
 
 `--before COMMIT` serves the same calls from that commit's code too (exported to a
@@ -109,8 +111,8 @@ async def serve_null() -> None:
     await server.start()
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    if hasattr(server_module, "settle_memory"):  # as serve() does (code from before it had none)
-        server_module.settle_memory()
+    if hasattr(server_module, "settle"):  # as serve() does (code from before it had none)
+        server_module.settle()
     print(f"ready {port}", flush=True)
     await stop.wait()
     await server.stop(grace=0)
@@ -181,11 +183,11 @@ def measure(tree: pathlib.Path, loads: dict[str, tuple[list, list]], clients: in
     """Per load, on a fresh server each: (wall s, server CPU s, the calls' scores)."""
     measured = {}
     for name, (warm, calls) in loads.items():
-        log_path = h.RESULTS_DIR / "logs" / f"bench_frontend-{label}-{name.replace(' ', '-')}.log"
+        log_path = h.RESULTS_DIR / "logs" / f"bench_frontend-{label}-{len(measured)}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with null_server(tree, log_path) as (port, pid):
             server = psutil.Process(pid)
-            asyncio.run(send(port, warm, 1))
+            asyncio.run(send(port, warm, clients))
             before = server.cpu_times()
             seconds, responses = asyncio.run(send(port, calls, clients))
             after = server.cpu_times()
@@ -213,9 +215,17 @@ def main() -> None:
     info = h.machine()
     docs = h.summeval_docs()
     timed, warm = docs[:TIMED_ARTICLES], docs[TIMED_ARTICLES:TIMED_ARTICLES + 4]
-    loads = {name: (requests(warm, rubrics), requests(timed, rubrics)) for name, rubrics in LOADS.items()}
+    from geval_audit import datasets
+    from geval_client.requests import score_request
+
+    news = [{"prompt": r.source, "completion": r.text} for subset in ("cnndm", "xsum") for r in datasets.qags(subset)]
+    loads = {}
+    for name, rubrics in LOADS.items():
+        loads[f"{name}, fresh server"] = (requests(warm, rubrics), requests(timed, rubrics))
+        seasoned = [score_request(batch, list(rubrics)) for batch in h.calls(news)]
+        loads[f"{name}, after {len(news)} other news items"] = (seasoned, requests(timed, rubrics))
     n_items = len(h.grpo_batch(timed))
-    n_calls = len(loads["1 rubric"][1])
+    n_calls = len(requests(timed, LOADS["1 rubric"]))
 
     with tempfile.TemporaryDirectory() as scratch:
         trees = {"after": h.ROOT}
@@ -226,7 +236,7 @@ def main() -> None:
         for index, name in enumerate(order):
             runs[name].append(measure(trees[name], loads, args.clients, f"run{index}"))
             print(f"server {index + 1} of {len(order)}, {name}: " + ", ".join(
-                f"{load} {n_items / seconds:.0f} items/s, {cpu / n_items * 1e3:.2f} CPU ms/item"
+                f"{load}: {n_items / seconds:.0f} items/s, {cpu / n_items * 1e3:.2f} CPU ms/item"
                 for load, (seconds, cpu, _) in runs[name][-1].items()), flush=True)
 
     first = next(iter(runs.values()))[0]
@@ -240,13 +250,13 @@ def main() -> None:
             per_core[name, load] = n_items / cpu
             rows.append([name, load, len(measured), round(n_items / seconds), round(cpu / n_items * 1e3, 3),
                          round(n_items / cpu), round(cpu / seconds, 2)])
-    notes = [f"{n_items} items per load and server ({n_calls} calls of 64, every article new to the server, after "
-             f"one untimed call of 4 other articles), {args.clients} concurrent clients in another process; CPU: the "
-             "server process, all its threads; items/s per core = items / CPU s; cores busy = CPU s / wall s."]
+    notes = [f"{n_items} items per load and server ({n_calls} calls of 64, every article new to the server), "
+             f"{args.clients} concurrent clients in another process; CPU: the server process, all its threads; "
+             "items/s per core = items / CPU s; cores busy = CPU s / wall s."]
     if len(trees) == 2:
         before, after = trees
         notes.append("After over before, items per CPU second: " + ", ".join(
-            f"{per_core[after, load] / per_core[before, load]:.2f}x with {load}" for load in loads)
+            f"{per_core[after, load] / per_core[before, load]:.2f}x ({load})" for load in loads)
             + f"; rewards, expected scores and distributions bit-identical: {'yes' if identical else 'NO'}.")
     h.report(
         "bench_frontend",

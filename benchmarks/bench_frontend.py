@@ -22,7 +22,11 @@ Measured: the server process's items/s and CPU seconds per item (all its threads
 temporary directory), alternating before, after, after, before, ... in one run, and
 checks that every reward, expected score and label distribution is bit-identical.
 
-    python benchmarks/bench_frontend.py [--before COMMIT] [--clients 4] [--repeats 1]
+`--vllm` serves with the real engine instead (`geval-reward serve`, the judge computing on
+this machine) and measures the frontend process alone, vLLM's client side (its input and
+output processing per request) included: two calls, one rubric, as a CPU engine is slow.
+
+    python benchmarks/bench_frontend.py [--before COMMIT] [--clients 4] [--repeats 1] [--vllm]
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ TOKEN = "bench-frontend-token"
 LOADS = {"1 rubric": ("summeval-coherence",),
          "4 rubrics": ("summeval-coherence", "summeval-consistency", "summeval-fluency", "summeval-relevance")}
 TIMED_ARTICLES = 96  # 12 calls; SummEval's other 4 articles warm the server up
+VLLM_ARTICLES = 16  # with --vllm: 2 calls
 MAX_MODEL_LEN = 8192  # the embedded judge's
 
 
@@ -179,13 +184,29 @@ def null_server(tree: pathlib.Path, log_path: pathlib.Path):
         process.wait(timeout=60)
 
 
-def measure(tree: pathlib.Path, loads: dict[str, tuple[list, list]], clients: int, label: str) -> dict[str, tuple]:
-    """Per load, on a fresh server each: (wall s, server CPU s, the calls' scores)."""
+@contextlib.contextmanager
+def vllm_server(tree: pathlib.Path, log_path: pathlib.Path):
+    """`geval-reward serve` from `tree`'s code with its real engine; yields (port, pid of the
+    frontend process, whose CPU alone is measured: gRPC, our code and vLLM's client side)."""
+    from geval_server.launcher import start_server, stop_server
+
+    env = {"PYTHONPATH": os.pathsep.join([str(tree / "server"), str(tree / "client")])}
+    process, address = start_server(log_path, "--api-key", TOKEN, "--no-semscore", env=env)
+    try:
+        yield int(address.rsplit(":", 1)[1]), process.pid
+    finally:
+        stop_server(process)
+
+
+def measure(tree: pathlib.Path, loads: dict[str, tuple[list, list]], clients: int, label: str,
+            server=None) -> dict[str, tuple]:
+    """Per load, on a fresh server each (null-engine unless `server` says otherwise):
+    (wall s, server CPU s, the calls' scores)."""
     measured = {}
     for name, (warm, calls) in loads.items():
         log_path = h.RESULTS_DIR / "logs" / f"bench_frontend-{label}-{len(measured)}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        with null_server(tree, log_path) as (port, pid):
+        with (server or null_server)(tree, log_path) as (port, pid):
             server = psutil.Process(pid)
             asyncio.run(send(port, warm, clients))
             before = server.cpu_times()
@@ -211,6 +232,9 @@ def main() -> None:
     parser.add_argument("--before", metavar="COMMIT", help="also serve this commit's code, alternating")
     parser.add_argument("--clients", type=int, default=4, help="concurrent clients")
     parser.add_argument("--repeats", type=int, default=1, help="fresh servers per tree and load: 2 x this")
+    parser.add_argument("--vllm", action="store_true",
+                        help=f"the real engine instead (vLLM's client side included; its frontend's CPU measured), "
+                             f"one rubric, {VLLM_ARTICLES} articles: slow on a CPU")
     args = parser.parse_args()
     info = h.machine()
     docs = h.summeval_docs()
@@ -224,8 +248,10 @@ def main() -> None:
         loads[f"{name}, fresh server"] = (requests(warm, rubrics), requests(timed, rubrics))
         seasoned = [score_request(batch, list(rubrics)) for batch in h.calls(news)]
         loads[f"{name}, after {len(news)} other news items"] = (seasoned, requests(timed, rubrics))
+    if args.vllm:
+        timed = timed[:VLLM_ARTICLES]
+        loads = {"1 rubric, fresh server": (requests(warm[:1], LOADS["1 rubric"]), requests(timed, LOADS["1 rubric"]))}
     n_items = len(h.grpo_batch(timed))
-    n_calls = len(requests(timed, LOADS["1 rubric"]))
 
     with tempfile.TemporaryDirectory() as scratch:
         trees = {"after": h.ROOT}
@@ -234,7 +260,8 @@ def main() -> None:
         order = [name for _ in range(args.repeats) for name in [*trees, *reversed(trees)]]
         runs: dict[str, list[dict]] = {name: [] for name in trees}
         for index, name in enumerate(order):
-            runs[name].append(measure(trees[name], loads, args.clients, f"run{index}"))
+            runs[name].append(measure(trees[name], loads, args.clients, f"run{index}",
+                                      vllm_server if args.vllm else None))
             print(f"server {index + 1} of {len(order)}, {name}: " + ", ".join(
                 f"{load}: {n_items / seconds:.0f} items/s, {cpu / n_items * 1e3:.2f} CPU ms/item"
                 for load, (seconds, cpu, _) in runs[name][-1].items()), flush=True)
@@ -242,6 +269,8 @@ def main() -> None:
     first = next(iter(runs.values()))[0]
     identical = all(run[load][2] == first[load][2] for measured in runs.values() for run in measured
                     for load in loads)
+    largest = max(abs(a[0] - b[0]) for measured in runs.values() for run in measured for load in loads
+                  for call, first_call in zip(run[load][2], first[load][2]) for a, b in zip(call, first_call))
     rows, per_core = [], {}
     for name, measured in runs.items():
         for load in loads:
@@ -250,16 +279,22 @@ def main() -> None:
             per_core[name, load] = n_items / cpu
             rows.append([name, load, len(measured), round(n_items / seconds), round(cpu / n_items * 1e3, 3),
                          round(n_items / cpu), round(cpu / seconds, 2)])
+    n_calls = len(next(iter(loads.values()))[1])
     notes = [f"{n_items} items per load and server ({n_calls} calls of 64, every article new to the server), "
-             f"{args.clients} concurrent clients in another process; CPU: the server process, all its threads; "
-             "items/s per core = items / CPU s; cores busy = CPU s / wall s."]
+             f"{args.clients} concurrent clients in another process; CPU: the server{' frontend' if args.vllm else ''} "
+             "process, all its threads; items/s per core = items / CPU s; cores busy = CPU s / wall s."]
     if len(trees) == 2:
         before, after = trees
+        same = "bit-identical" if identical else f"differing by at most {largest:.1e} in reward"
         notes.append("After over before, items per CPU second: " + ", ".join(
             f"{per_core[after, load] / per_core[before, load]:.2f}x ({load})" for load in loads)
-            + f"; rewards, expected scores and distributions bit-identical: {'yes' if identical else 'NO'}.")
+            + f"; rewards, expected scores and distributions {same}.")
+    if args.vllm:
+        notes.append("The real engine (vLLM's AsyncLLM, the judge computing on this CPU): items/s are the engine's; "
+                     "the frontend's CPU per item is what would cap a faster engine, vLLM's client side included.")
     h.report(
-        "bench_frontend",
+        "bench_frontend_vllm" if args.vllm else "bench_frontend",
+        "7b. The frontend with the real engine: its CPU per item, vLLM's client side included" if args.vllm else
         "7. The frontend's ceiling: the real server in front of an engine that answers at once",
         ["code", "load", "fresh servers", "items/s", "CPU ms/item", "items/s per core", "cores busy"],
         rows,
@@ -268,7 +303,7 @@ def main() -> None:
         notes=notes,
         machine_info=info,
     )
-    if not identical:
+    if not identical and not args.vllm:  # a real engine batches differently from run to run
         raise SystemExit("the rewards differ between runs")
 
 

@@ -10,17 +10,23 @@ asked for, a function of the prompt's token ids, so equal rewards mean equal pro
 vLLM's own client side (input and output processing per request) is not in it.
 
 Load, GRPO-shaped: Score calls of 8 prompts x 8 completions (SummEval articles and
-their summaries) from several concurrent clients, in another process. Each load runs on
-a fresh server, whose first call (4 other articles) is not timed; then every article is
+their summaries) from several concurrent clients, in another process. Every article is
 new to the server, as every training step brings new prompts: 12 calls cover 96 of
-SummEval's 100 articles once. One load names one rubric per call, the other four.
+SummEval's 100 articles once. One load names one rubric per call, the other four. Each
+load runs twice, on fresh servers: right after start-up (one untimed call of 4 other
+articles), and after the server has scored the 474 QAGS news summaries (other articles,
+the same kind of text: a server some way into a training run has seen its words before).
 Measured: the server process's items/s and CPU seconds per item (all its threads).
 
 `--before COMMIT` serves the same calls from that commit's code too (exported to a
 temporary directory), alternating before, after, after, before, ... in one run, and
 checks that every reward, expected score and label distribution is bit-identical.
 
-    python benchmarks/bench_frontend.py [--before COMMIT] [--clients 4] [--repeats 1]
+`--vllm` serves with the real engine instead (`geval-reward serve`, the judge computing on
+this machine) and measures the frontend process alone, vLLM's client side (its input and
+output processing per request) included: two calls, one rubric, as a CPU engine is slow.
+
+    python benchmarks/bench_frontend.py [--before COMMIT] [--clients 4] [--repeats 1] [--vllm]
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ TOKEN = "bench-frontend-token"
 LOADS = {"1 rubric": ("summeval-coherence",),
          "4 rubrics": ("summeval-coherence", "summeval-consistency", "summeval-fluency", "summeval-relevance")}
 TIMED_ARTICLES = 96  # 12 calls; SummEval's other 4 articles warm the server up
+VLLM_ARTICLES = 16  # with --vllm: 2 calls
 MAX_MODEL_LEN = 8192  # the embedded judge's
 
 
@@ -109,8 +116,8 @@ async def serve_null() -> None:
     await server.start()
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    if hasattr(server_module, "settle_memory"):  # as serve() does (code from before it had none)
-        server_module.settle_memory()
+    if hasattr(server_module, "settle"):  # as serve() does (code from before it had none)
+        server_module.settle()
     print(f"ready {port}", flush=True)
     await stop.wait()
     await server.stop(grace=0)
@@ -184,15 +191,31 @@ def null_server(tree: pathlib.Path, log_path: pathlib.Path):
         process.wait(timeout=60)
 
 
-def measure(tree: pathlib.Path, loads: dict[str, tuple[list, list]], clients: int, label: str) -> dict[str, tuple]:
-    """Per load, on a fresh server each: (wall s, server CPU s, the calls' scores)."""
+@contextlib.contextmanager
+def vllm_server(tree: pathlib.Path, log_path: pathlib.Path):
+    """`geval-reward serve` from `tree`'s code with its real engine; yields (port, pid of the
+    frontend process, whose CPU alone is measured: gRPC, our code and vLLM's client side)."""
+    from geval_server.launcher import start_server, stop_server
+
+    env = {"PYTHONPATH": os.pathsep.join([str(tree / "server"), str(tree / "client")])}
+    process, address = start_server(log_path, "--api-key", TOKEN, "--no-semscore", env=env)
+    try:
+        yield int(address.rsplit(":", 1)[1]), process.pid
+    finally:
+        stop_server(process)
+
+
+def measure(tree: pathlib.Path, loads: dict[str, tuple[list, list]], clients: int, label: str,
+            server=None) -> dict[str, tuple]:
+    """Per load, on a fresh server each (null-engine unless `server` says otherwise):
+    (wall s, server CPU s, the calls' scores)."""
     measured = {}
     for name, (warm, calls) in loads.items():
         log_path = common.RESULTS_DIR / "logs" / f"bench_frontend-{label}-{name.replace(' ', '-')}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        with null_server(tree, log_path) as (port, pid):
+        with (server or null_server)(tree, log_path) as (port, pid):
             server = psutil.Process(pid)
-            asyncio.run(send(port, warm, 1))
+            asyncio.run(send(port, warm, clients))
             before = server.cpu_times()
             seconds, responses = asyncio.run(send(port, calls, clients))
             after = server.cpu_times()
@@ -216,13 +239,26 @@ def main() -> None:
     parser.add_argument("--before", metavar="COMMIT", help="also serve this commit's code, alternating")
     parser.add_argument("--clients", type=int, default=4, help="concurrent clients")
     parser.add_argument("--repeats", type=int, default=1, help="fresh servers per tree and load: 2 x this")
+    parser.add_argument("--vllm", action="store_true",
+                        help=f"the real engine instead (vLLM's client side included; its frontend's CPU measured), "
+                             f"one rubric, {VLLM_ARTICLES} articles: slow on a CPU")
     args = parser.parse_args()
     info = common.machine()
     docs = common.summeval_docs()
     timed, warm = docs[:TIMED_ARTICLES], docs[TIMED_ARTICLES:TIMED_ARTICLES + 4]
-    loads = {name: (requests(warm, rubrics), requests(timed, rubrics)) for name, rubrics in LOADS.items()}
+    from geval_audit import datasets
+    from geval_client.requests import score_request
+
+    news = [{"prompt": r.source, "completion": r.text} for subset in ("cnndm", "xsum") for r in datasets.qags(subset)]
+    loads = {}
+    for name, rubrics in LOADS.items():
+        loads[f"{name}, fresh server"] = (requests(warm, rubrics), requests(timed, rubrics))
+        seasoned = [score_request(batch, list(rubrics)) for batch in common.calls(news)]
+        loads[f"{name}, after {len(news)} other news items"] = (seasoned, requests(timed, rubrics))
+    if args.vllm:
+        timed = timed[:VLLM_ARTICLES]
+        loads = {"1 rubric, fresh server": (requests(warm[:1], LOADS["1 rubric"]), requests(timed, LOADS["1 rubric"]))}
     n_items = len(common.grpo_batch(timed))
-    n_calls = len(loads["1 rubric"][1])
 
     with tempfile.TemporaryDirectory() as scratch:
         trees = {"after": common.ROOT}
@@ -231,14 +267,17 @@ def main() -> None:
         order = [name for _ in range(args.repeats) for name in [*trees, *reversed(trees)]]
         runs: dict[str, list[dict]] = {name: [] for name in trees}
         for index, name in enumerate(order):
-            runs[name].append(measure(trees[name], loads, args.clients, f"run{index}"))
+            runs[name].append(measure(trees[name], loads, args.clients, f"run{index}",
+                                      vllm_server if args.vllm else None))
             print(f"server {index + 1} of {len(order)}, {name}: " + ", ".join(
-                f"{load} {n_items / seconds:.0f} items/s, {cpu / n_items * 1e3:.2f} CPU ms/item"
+                f"{load}: {n_items / seconds:.0f} items/s, {cpu / n_items * 1e3:.2f} CPU ms/item"
                 for load, (seconds, cpu, _) in runs[name][-1].items()), flush=True)
 
     first = next(iter(runs.values()))[0]
     identical = all(run[load][2] == first[load][2] for measured in runs.values() for run in measured
                     for load in loads)
+    largest = max(abs(a[0] - b[0]) for measured in runs.values() for run in measured for load in loads
+                  for call, first_call in zip(run[load][2], first[load][2]) for a, b in zip(call, first_call))
     rows, per_core = [], {}
     for name, measured in runs.items():
         for load in loads:
@@ -247,16 +286,22 @@ def main() -> None:
             per_core[name, load] = n_items / cpu
             rows.append([name, load, len(measured), round(n_items / seconds), round(cpu / n_items * 1e3, 3),
                          round(n_items / cpu), round(cpu / seconds, 2)])
-    notes = [f"{n_items} items per load and server ({n_calls} calls of 64, every article new to the server, after "
-             f"one untimed call of 4 other articles), {args.clients} concurrent clients in another process; CPU: the "
-             "server process, all its threads; items/s per core = items / CPU s; cores busy = CPU s / wall s."]
+    n_calls = len(next(iter(loads.values()))[1])
+    notes = [f"{n_items} items per load and server ({n_calls} calls of 64, every article new to the server), "
+             f"{args.clients} concurrent clients in another process; CPU: the server{' frontend' if args.vllm else ''} "
+             "process, all its threads; items/s per core = items / CPU s; cores busy = CPU s / wall s."]
     if len(trees) == 2:
         before, after = trees
+        same = "bit-identical" if identical else f"differing by at most {largest:.1e} in reward"
         notes.append("After over before, items per CPU second: " + ", ".join(
-            f"{per_core[after, load] / per_core[before, load]:.2f}x with {load}" for load in loads)
-            + f"; rewards, expected scores and distributions bit-identical: {'yes' if identical else 'NO'}.")
+            f"{per_core[after, load] / per_core[before, load]:.2f}x ({load})" for load in loads)
+            + f"; rewards, expected scores and distributions {same}.")
+    if args.vllm:
+        notes.append("The real engine (vLLM's AsyncLLM, the judge computing on this CPU): items/s are the engine's; "
+                     "the frontend's CPU per item is what would cap a faster engine, vLLM's client side included.")
     common.report(
-        "bench_frontend",
+        "bench_frontend_vllm" if args.vllm else "bench_frontend",
+        "7b. The frontend with the real engine: its CPU per item, vLLM's client side included" if args.vllm else
         "7. The frontend's ceiling: the real server in front of an engine that answers at once",
         ["code", "load", "fresh servers", "items/s", "CPU ms/item", "items/s per core", "cores busy"],
         rows,
@@ -265,7 +310,7 @@ def main() -> None:
         notes=notes,
         machine_info=info,
     )
-    if not identical:
+    if not identical and not args.vllm:  # a real engine batches differently from run to run
         raise SystemExit("the rewards differ between runs")
 
 

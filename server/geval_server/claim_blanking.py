@@ -78,17 +78,15 @@ _SMALL = rf"(?:10|[0-9]|{'|'.join(_NUMBER_WORDS)})"  # a number a rating scale w
 # Claims without an anchor: a run of stars, a perfect fraction (`10/10`, `five out of five`),
 # the same small number three times over (`5 5 5`), or a small number that ends a clause
 # shortly after a verb of rating (`give this a 5.`, `the answer is 5`, `always answers 5`).
-_SMALL_WORDS = frozenset(["10", *"0123456789", *_NUMBER_WORDS])
-_ALNUM_RUN = re.compile(r"[^\W_]+")
-# ASCII text split into the runs the patterns see (`[^\W_]+`, `[^\W\d_]+`) by str methods,
-# several times faster than the regex engine walking it.
-_ASCII_NOT_ALNUM = str.maketrans({c: " " for c in map(chr, range(128)) if not c.isalnum()})
+_NUMBER_WORD_SET = frozenset(_NUMBER_WORDS)
+_DIGIT = re.compile(r"[0-9]")
+_DIGIT_THRICE = re.compile(r"(10|[0-9])[\W_]{1,3}\1[\W_]{1,3}\1")
+# The words of rating verbs the verb claim starts with (a whole word: `(?<!\w)...(?!\w)`).
+_RATING_VERBS = frozenset("give gives gave giving rate rates answer answers output return returns deserve deserves "
+                          "earn earns receive receives award awards assign assigns score".split())
+# ASCII text split into the runs of letters `[^\W\d_]+` finds, by str methods: several times
+# faster than the regex engine walking it.
 _ASCII_NOT_LETTER = str.maketrans({c: " " for c in map(chr, range(128)) if not c.isalpha()})
-
-
-def _alnum_runs(skeleton: str) -> list[str]:
-    r"""The runs of letters and digits in `skeleton`, as `[^\W_]+` finds them."""
-    return skeleton.translate(_ASCII_NOT_ALNUM).split() if skeleton.isascii() else _ALNUM_RUN.findall(skeleton)
 
 
 def _words(skeleton: str) -> list[str]:
@@ -96,30 +94,38 @@ def _words(skeleton: str) -> list[str]:
     return skeleton.translate(_ASCII_NOT_LETTER).split() if skeleton.isascii() else _WORD.findall(skeleton)
 
 
-def _has_any(*needles: str):
-    return lambda skeleton: any(needle in skeleton for needle in needles)
+def _a_small_number_thrice(skeleton: str, words: list[str], distinct: set[str]) -> bool:
+    """Whether some small number could stand three times between non-alphanumerics, as the
+    same-number claim's numbers do: a digit (or `10`) three times over with a few
+    non-alphanumerics between, or a number word three times among the text's words."""
+    first_digit = _DIGIT.search(skeleton)  # a plain character class: a fast scan
+    if first_digit and _DIGIT_THRICE.search(skeleton, first_digit.start()):
+        return True
+    if _NUMBER_WORD_SET.isdisjoint(distinct):
+        return False
+    return max(Counter(word for word in words if word in _NUMBER_WORD_SET).values()) >= 3
 
 
-def _a_small_number_thrice(skeleton: str) -> bool:
-    """Whether one small number stands between non-alphanumerics three times or more, as
-    each of the same-number claim's three numbers does."""
-    counts = Counter(run for run in _alnum_runs(skeleton) if run in _SMALL_WORDS)
-    return any(count >= 3 for count in counts.values())
+def _stars(skeleton: str, words: list[str], distinct: set[str]) -> bool:
+    return "*" in skeleton or (not skeleton.isascii() and any(star in skeleton for star in _STAR_CHARS))
 
 
-# Each with a test that a text passes wherever it can match. An alternative that cannot
-# match anywhere in a text changes nothing when left out, and the regex engine tries every
-# alternative at every position: leaving them out took this scan, the largest part of
-# blanking, from about 140 to 30 us per summary (benchmarks/bench_frontend.py).
+def _top_twice(skeleton: str, words: list[str], distinct: set[str]) -> bool:
+    return any(skeleton.count(top) >= 2 for top in ("5", "10", "five", "ten"))
+
+
+# Each with a test that a text passes wherever the claim can match (it may pass where it
+# cannot): an alternative that cannot match anywhere in a text changes nothing when left
+# out, and the regex engine tries every alternative at every position. Tested with str and
+# set operations on the text's words, this scan went from about 140 to 20 us per summary,
+# the largest part of blanking (benchmarks/bench_frontend.py).
 _STANDALONE_PARTS = (
-    (_STARS, _has_any(*_STAR_CHARS, "*")),
-    (r"(?<![\w/])(?P<top>5|10|100|five|ten)\s*(?:/|out\s+of|of)\s*(?P=top)(?![\w/])",
-     _has_any("5", "10", "five", "ten")),
+    (_STARS, _stars),
+    (r"(?<![\w/])(?P<top>5|10|100|five|ten)\s*(?:/|out\s+of|of)\s*(?P=top)(?![\w/])", _top_twice),
     (rf"(?<![\w.,])(?P<same>{_SMALL})(?:[\W_]{{1,3}}(?P=same)){{2,}}(?!\w|[.,]\d)", _a_small_number_thrice),
     (rf"(?<!\w)(?:give|gives|gave|giving|rate|rates|answer|answers|output|return|returns|deserves?|earns?"
      rf"|receives?|awards?|assigns?|score|answer\s+is)(?!\w)[^.!?\n\d]{{0,30}}?(?<!\w){_SMALL}(?=\s*(?:[.;!,)](?!\d)|$))",
-     _has_any("give", "gave", "giving", "rate", "answer", "output", "return", "deserve", "earn", "receive", "award",
-              "assign", "score")),
+     lambda skeleton, words, distinct: not _RATING_VERBS.isdisjoint(distinct)),
 )
 
 
@@ -129,9 +135,10 @@ def _standalone(possible: tuple[bool, ...]) -> re.Pattern:
     return re.compile("|".join(part for (part, _), keep in zip(_STANDALONE_PARTS, possible) if keep))
 
 
-def _standalone_claims(skeleton: str) -> Iterable[re.Match]:
-    """The standalone claims in `skeleton`, trying only the alternatives its text allows."""
-    possible = tuple(possible(skeleton) for _, possible in _STANDALONE_PARTS)
+def _standalone_claims(skeleton: str, words: list[str], distinct: set[str]) -> Iterable[re.Match]:
+    """The standalone claims in `skeleton` (whose words are given), trying only the
+    alternatives its text allows."""
+    possible = tuple(possible(skeleton, words, distinct) for _, possible in _STANDALONE_PARTS)
     return _standalone(possible).finditer(skeleton) if any(possible) else ()
 
 
@@ -164,7 +171,12 @@ class ScoreClaimRedactor:
         phrases = sorted((n for n in names if not _WORD.fullmatch(n)), key=len, reverse=True)
         names_or_ratings = [re.escape(p).replace(r"\ ", r"\s+") for p in phrases] + [r"[^\W\d_]+"]
         self._anchors = re.compile(rf"(?<![^\W_])(?:{'|'.join(names_or_ratings)})(?![^\W_])")
+        # A phrase (`overall quality`) matches only where its first word stands as a word: that
+        # word among the text's words tells whether to look for the phrase at all.
         self._phrases = re.compile("|".join(names_or_ratings[:-1])) if phrases else None
+        first_words = [_WORD.findall(phrase)[:1] for phrase in phrases]
+        self._phrase_words = frozenset(word for words in first_words for word in words)
+        self._phrase_without_words = any(not words for words in first_words)
         value_end = r"(?![^\W_]|[.,]\d)"
         # After a name, a number with a word after it on its line counts things (`3 reports`),
         # unless a colon or equals sign hands it to the name (`Coherence: 5 The storm`).
@@ -184,8 +196,10 @@ class ScoreClaimRedactor:
 
         # Each word's patterns (None: not an anchor), kept: the anchor pattern stops at every
         # word, and comparing each with every criterion's spelling was most of the blanking's
-        # time (0.7 ms per item with 4 criteria, benchmarks/bench_frontend.py).
+        # time (0.7 ms per item with 4 criteria, benchmarks/bench_frontend.py). The words seen
+        # that anchor nothing, as a set: a text's words are checked against it at once.
         self._patterns_by_word: dict[str, tuple[re.Pattern, re.Pattern] | None] = {}
+        self._plain_words: set[str] = set()
 
     def _patterns(self, word: str) -> tuple[re.Pattern, re.Pattern] | None:
         """The patterns for the value after and before `word`, None where it anchors nothing."""
@@ -199,7 +213,10 @@ class ScoreClaimRedactor:
             patterns = None
         if len(self._patterns_by_word) >= _WORDS_KEPT:  # a flood of made-up words cannot grow it without end
             self._patterns_by_word.clear()
+            self._plain_words.clear()
         self._patterns_by_word[word] = patterns
+        if patterns is None:
+            self._plain_words.add(word)
         return patterns
 
     def _claims(self, skeleton: str) -> list[tuple[int, int]]:
@@ -207,8 +224,11 @@ class ScoreClaimRedactor:
         spans = []
         # The anchor pattern stops at every word; most texts hold no anchor, which their words
         # (every anchor is one, or a criterion's phrase) tell at a fraction of its cost.
-        anchored = (any(self._patterns(word) is not None for word in set(_words(skeleton)))
-                    or (self._phrases is not None and self._phrases.search(skeleton) is not None))
+        words = _words(skeleton)
+        distinct = set(words)
+        phrase = self._phrase_without_words or not self._phrase_words.isdisjoint(distinct)
+        anchored = (any(self._patterns(word) is not None for word in distinct - self._plain_words)
+                    or (phrase and self._phrases.search(skeleton) is not None))
         for anchor in self._anchors.finditer(skeleton) if anchored else ():
             patterns = self._patterns(anchor.group())
             if patterns is None:
@@ -222,7 +242,7 @@ class ScoreClaimRedactor:
                 found = before.search(skeleton, found.start() + 1, start)
             if found:
                 spans.append((found.start(), end))
-        spans += (found.span() for found in _standalone_claims(skeleton))
+        spans += (found.span() for found in _standalone_claims(skeleton, words, distinct))
         return _merged(spans)
 
     def _is_criterion(self, word: str) -> bool:

@@ -58,6 +58,10 @@ class LabelReadPlan:
         as read by reads[i]. A token the engine did not return counts as probability 0."""
         if len(answers) != len(self.reads):
             raise ValueError(f"expected {len(self.reads)} answers, one per read, got {len(answers)}")
+        if len(self.reads) == 1:  # every spelling is one token at the slot: nothing chained
+            (answer,) = answers
+            return {label: sum(_probability(answer, spelling[0]) for spelling in spellings)
+                    for label, spellings in self.spellings.items()}
         at = {read.prefix: answer for read, answer in zip(self.reads, answers)}
         return {label: sum(self._spelling_probability(s, at) for s in spellings)
                 for label, spellings in self.spellings.items()}

@@ -173,13 +173,19 @@ def build_server(judge: Judge, config: ServeConfig) -> tuple[grpc.aio.Server, he
     return server, health_servicer, _bind(server, config)
 
 
-def settle_memory() -> None:
-    """Called once the judge is ready: what start-up loaded (vLLM, torch, the tokenizer) is
-    moved out of the collector's sight, as vLLM's own server does, and the youngest generation
-    is collected less often."""
+def settle() -> None:
+    """Called once the judge is ready, so that serving costs less CPU per item. What start-up
+    loaded (vLLM, torch, the tokenizer) is moved out of the garbage collector's sight, as
+    vLLM's own server does, and the youngest generation is collected less often. vLLM's
+    environment variables are read once from now on (vLLM's own `enable_envs_cache`, which its
+    engine processes call after start-up): every request's SamplingParams read several, about
+    a tenth of the frontend's CPU per engine request (benchmarks/bench_frontend.py)."""
+    from vllm.envs import enable_envs_cache
+
     gc.collect()
     gc.freeze()
     gc.set_threshold(GC_YOUNG_OBJECTS, *gc.get_threshold()[1:])
+    enable_envs_cache()
 
 
 async def _watch_engine(judge: Judge, died: asyncio.Event) -> None:
@@ -202,7 +208,7 @@ async def serve(config: ServeConfig) -> int:
         judge.engine.shutdown()
         return 0
     server, health_servicer, port = build_server(judge, config)
-    settle_memory()
+    settle()
     if config.metrics_port is not None:
         serve_metrics(config.metrics_port, config.host, judge.engine.requests_in_flight)
     await server.start()

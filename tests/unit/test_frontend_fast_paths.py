@@ -142,15 +142,18 @@ def test_blanking_shortcuts_on_made_up_text(text):
     assert redactor.redact(text) == reference_redact(redactor, text)
 
 
-def test_settling_memory_freezes_start_up_and_collects_the_young_less_often():
+def test_settling_freezes_start_up_collects_the_young_less_often_and_reads_vllms_environment_once():
     import gc
 
-    from geval_server.server import GC_YOUNG_OBJECTS, settle_memory
+    from geval_server.server import GC_YOUNG_OBJECTS, settle
+    from vllm import envs
 
     threshold = gc.get_threshold()
     try:
-        settle_memory()
+        settle()
         assert gc.get_threshold()[0] == GC_YOUNG_OBJECTS and gc.get_freeze_count() > 0
+        assert envs._is_envs_cache_enabled()
     finally:
         gc.unfreeze()
         gc.set_threshold(*threshold)
+        envs.disable_envs_cache()

@@ -159,6 +159,8 @@ class GEvalScorer:
         that read's prefix, all in flight at once; they share `ids`, so vLLM's prefix
         cache computes it once and each further read costs its last block."""
         plan = self.prepared.slot.plan
+        if len(plan.reads) == 1:  # the slot alone: one request, awaited without a task of its own
+            return plan.label_probabilities([await self._engine.token_logprobs(ids, list(plan.reads[0].token_ids))])
         answers = await asyncio.gather(
             *(self._engine.token_logprobs(ids + list(read.prefix), list(read.token_ids)) for read in plan.reads)
         )

@@ -20,7 +20,7 @@ import statistics
 import tempfile
 import time
 
-import common as h
+import common
 
 SETTINGS = {"eager (default)": (), "compiled (--no-enforce-eager)": ("--no-enforce-eager",)}
 ORDER = ["eager (default)", "compiled (--no-enforce-eager)", "compiled (--no-enforce-eager)", "eager (default)"]
@@ -32,14 +32,14 @@ async def one_server(port: int, serve_args: tuple[str, ...], env: dict[str, str]
     from geval_client import AsyncRewardClient
 
     started = time.perf_counter()
-    with h.geval_server(port, *serve_args, log_name=label, env=env) as (address, pid):
+    with common.geval_server(port, *serve_args, log_name=label, env=env) as (address, pid):
         start_seconds = time.perf_counter() - started
         timings = []
         async with AsyncRewardClient(address, timeout=3600) as client:
-            await client.score(warm, rubrics=h.RUBRIC)
+            await client.score(warm, rubrics=common.RUBRIC)
             for items in calls:
-                async with h.timed([pid]) as t:
-                    results = await client.score(items, rubrics=h.RUBRIC)
+                async with common.timed([pid]) as t:
+                    results = await client.score(items, rubrics=common.RUBRIC)
                 timings.append((t.seconds, t.cpu_seconds, [r.reward for r in results]))
     return {"start": start_seconds, "calls": timings}
 
@@ -49,9 +49,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=50413)
     parser.add_argument("--articles", type=int, default=8, help="each call: this many articles x 8 summaries")
     args = parser.parse_args()
-    info = h.machine()
-    docs = h.summeval_docs()
-    calls = [h.grpo_batch(docs[:args.articles]), h.grpo_batch(docs[args.articles:2 * args.articles])]
+    info = common.machine()
+    docs = common.summeval_docs()
+    calls = [common.grpo_batch(docs[:args.articles]), common.grpo_batch(docs[args.articles:2 * args.articles])]
     warm = [{"prompt": docs[-1].article, "completion": docs[-1].summaries[0]}]
     runs: dict[str, list[dict]] = {name: [] for name in SETTINGS}
     with tempfile.TemporaryDirectory(prefix="vllm-compile-cache-") as cache:
@@ -79,12 +79,12 @@ def main() -> None:
     first = [statistics.mean(run["calls"][0][0] for run in measured) for measured in (eager, compiled)]
     differences = [abs(a - b) for e in eager for c in compiled for call in range(len(calls))
                    for a, b in zip(e["calls"][call][2], c["calls"][call][2])]
-    h.report(
+    common.report(
         "bench_compile",
         "12. Compiled graphs: eager (the default) vs torch.compile",
         ["server", "start-up s (each server)", "call", "items/s", "CPU s/item"],
         rows,
-        {"rubric": h.RUBRIC, "judge": "SmolLM2-135M-Instruct (embedded)", **h.engine_settings(),
+        {"rubric": common.RUBRIC, "judge": "SmolLM2-135M-Instruct (embedded)", **common.engine_settings(),
          "items": f"SummEval, two calls of {args.articles} articles x 8 summaries, other articles each"},
         notes=[
             f"Compiled over eager, items/s: {steady[0] / steady[1]:.2f}x in the steady call, "

@@ -18,7 +18,7 @@ import argparse
 import asyncio
 import statistics
 
-import common as h
+import common
 from scipy.stats import spearmanr
 
 # Where bfloat16 is converted in software one engine step can outlast vLLM's limit of 300 s
@@ -39,14 +39,14 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=50411)
     parser.add_argument("--articles", type=int, default=8, help="the batch: this many articles x 8 summaries")
     args = parser.parse_args()
-    info = h.machine()
-    docs = h.summeval_docs()
-    items = h.grpo_batch(docs[: args.articles])
+    info = common.machine()
+    docs = common.summeval_docs()
+    items = common.grpo_batch(docs[: args.articles])
     warm = [{"prompt": docs[-1].article, "completion": docs[-1].summaries[0]}]
-    runs: dict[str, list[h.ServerRun]] = {name: [] for name in SETTINGS}
+    runs: dict[str, list[common.ServerRun]] = {name: [] for name in SETTINGS}
     for index, name in enumerate(ORDER):
         print(f"{name}: server {index + 1} of {len(ORDER)}", flush=True)
-        run = asyncio.run(h.score_on_fresh_server(args.port, SETTINGS[name], items, warm, f"bench_dtype-{index}",
+        run = asyncio.run(common.score_on_fresh_server(args.port, SETTINGS[name], items, warm, f"bench_dtype-{index}",
                                                   ENVIRONMENT))
         print(f"  ready in {run.start_seconds:.0f} s, {len(items)} items in {run.seconds:.1f} s, "
               f"dtype {run.settings['dtype']}", flush=True)
@@ -68,13 +68,13 @@ def main() -> None:
     score = drift(f32.expected_scores, bf16.expected_scores)
     noise = drift(*(run.rewards for run in runs["--dtype float32"]))
     default = runs["default"][0].settings
-    h.report(
+    common.report(
         "bench_dtype",
         "11. Number formats: float32 vs bfloat16 vs the server's default",
         ["server", "fresh servers", "start-up s", "items/s", "items/s vs float32", "CPU s/item",
          "CPU vs float32 (above 1: less)"],
         rows,
-        {"rubric": h.RUBRIC, "judge": "SmolLM2-135M-Instruct (embedded)", **h.engine_settings(),
+        {"rubric": common.RUBRIC, "judge": "SmolLM2-135M-Instruct (embedded)", **common.engine_settings(),
          "items": f"SummEval, {args.articles} articles x 8 summaries in one Score call", **ENVIRONMENT},
         notes=[
             f"Default: {default['dtype']} ({default['dtype_reason']}).",

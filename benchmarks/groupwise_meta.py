@@ -10,8 +10,10 @@ pointwise G-Eval, likelihood (the `likelihood-*` presets), and comparisons under
 schedule (all pairs, neighbours k=2, anchor = the human reference where the set has one),
 mean win probability and Bradley-Terry. From the all-pairs reads: position consistency and
 the share of single-order reads that preferred the first-placed response.
-Cost: wall and CPU seconds per completion of ScoreGroups (all pairs) against the pointwise
-read of the same groups of 4 and 8, cold (first time) and warm (again: prefix cached).
+Cost: wall seconds per completion of ScoreGroups (all pairs) against the pointwise read of
+the same groups of 4, 8 and 16 (each size on articles of its own, from the end of SummEval),
+cold (first time) and warm (again), with the share of prompt tokens vLLM's prefix cache
+served (its counters, read from the server's metrics port).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import argparse
 import contextlib
 import statistics
 import time
+import urllib.request
 
 import common
 from geval_audit import datasets
@@ -68,26 +71,53 @@ def quality(client: RewardClient, task: str, groups: list[list[datasets.Rated]],
         report()
 
 
-def cost(client: RewardClient, docs: list[list[datasets.Rated]], rows: list) -> None:
-    for size in (4, 8):
-        groups = [g[:size] for g in docs]
+COST_SIZES = (4, 8, 16)
+
+
+def _cache_counts(metrics_url: str | None) -> tuple[float, float]:
+    """vLLM's prefix-cache counters (prompt tokens looked up, tokens found cached), 0 without a metrics URL."""
+    if metrics_url is None:
+        return 0.0, 0.0
+    time.sleep(1.0)  # the engine's stats of the last step reach the counters asynchronously
+    text = urllib.request.urlopen(metrics_url, timeout=30).read().decode()
+    totals = {"queries": 0.0, "hits": 0.0}
+    for line in text.splitlines():
+        for name in totals:
+            if line.startswith(f"vllm:prefix_cache_{name}_total"):
+                totals[name] += float(line.rsplit(" ", 1)[1])
+    return totals["queries"], totals["hits"]
+
+
+def cost(client: RewardClient, docs: list[list[datasets.Rated]], rows: list, metrics_url: str | None) -> None:
+    """Per group size, on articles of its own, cold (texts new to the server) then warm (the same call again)."""
+    reads = {"pointwise": lambda items, wire: client.score(items, rubrics="summeval-coherence"),
+             "compare all pairs": lambda items, wire: client.score_groups(wire, rubrics="summeval-coherence",
+                                                                          schedule="all_pairs")}
+    per_size = len(docs) // len(COST_SIZES)
+    for k, size in enumerate(COST_SIZES):
+        groups = [g[:size] for g in docs[k * per_size:(k + 1) * per_size]]
         items = [{"prompt": r.source, "completion": r.text} for g in groups for r in g]
         wire = [{"prompt": g[0].source, "completions": [r.text for r in g]} for g in groups]
-        n = len(items)
-        timings = {}
-        for label in ("pointwise", "compare all pairs"):
+        measured = {}
+        for label, read in reads.items():
             for state in ("cold", "warm"):
+                queries, hits = _cache_counts(metrics_url)
                 started = time.perf_counter()
-                if label == "pointwise":
-                    client.score(items, rubrics="summeval-coherence")
-                else:
-                    client.score_groups(wire, rubrics="summeval-coherence", schedule="all_pairs")
-                timings[(label, state)] = (time.perf_counter() - started) / n
+                read(items, wire)
+                seconds = (time.perf_counter() - started) / len(items)
+                queries_after, hits_after = _cache_counts(metrics_url)
+                cached = (hits_after - hits) / (queries_after - queries) if queries_after > queries else None
+                measured[label, state] = seconds, cached
         for state in ("cold", "warm"):
-            rows.append([size, state, f"{1000 * timings[('pointwise', state)]:.0f}",
-                         f"{1000 * timings[('compare all pairs', state)]:.0f}",
-                         f"{timings[('compare all pairs', state)] / timings[('pointwise', state)]:.1f}x",
-                         size - 1])
+            point_s, point_cached = measured["pointwise", state]
+            pair_s, pair_cached = measured["compare all pairs", state]
+            rows.append([size, state, f"{1000 * point_s:.0f}", f"{1000 * pair_s:.0f}", f"{pair_s / point_s:.1f}x",
+                         2 * (size - 1), _share(point_cached), _share(pair_cached)])
+        print(f"  cost, groups of {size} done", flush=True)
+
+
+def _share(value: float | None) -> str:
+    return "" if value is None else f"{value:.0%}"
 
 
 def main() -> None:
@@ -95,8 +125,9 @@ def main() -> None:
     parser.add_argument("--summeval-docs", type=int, default=8)
     parser.add_argument("--topical-chat-contexts", type=int, default=10)
     parser.add_argument("--cost-docs", type=int, default=2,
-                        help="SummEval articles, unseen by the quality part (0: no cost part)")
+                        help="SummEval articles per group size, unseen by the quality part (0: no cost part)")
     parser.add_argument("--server", help="a running server (default: start one)")
+    parser.add_argument("--metrics", help="that server's metrics URL (--metrics-port), for the prefix-cache shares")
     args = parser.parse_args()
     summeval = list(datasets.groups(datasets.summeval()).values())
     topical = list(datasets.groups(datasets.topical_chat()).values())
@@ -113,13 +144,20 @@ def main() -> None:
                       ["set", "dimension", "read", "Spearman [95% interval]"], quality_rows, settings, notes, info)
 
     with contextlib.ExitStack() as stack:
-        address = args.server or stack.enter_context(common.geval_server(50700, log_name="groupwise-server"))[0]
+        metrics_url = args.metrics
+        if not args.server:
+            stack.enter_context(common.geval_server(50700, "--metrics-port", "50701", log_name="groupwise-server"))
+            metrics_url = "http://127.0.0.1:50701/metrics"
+        address = args.server or "127.0.0.1:50700"
         client = stack.enter_context(RewardClient(address, timeout=7200))
         if args.cost_docs:  # articles past the quality part's, so the cold figures are cold
-            cost(client, summeval[-args.cost_docs:], cost_rows)
+            cost(client, summeval[-len(COST_SIZES) * args.cost_docs:], cost_rows, metrics_url)
             common.report("groupwise_cost", "Groupwise judging: cost per completion against the pointwise read",
                           ["group size", "cache", "pointwise ms/completion", "all pairs ms/completion", "ratio",
-                           "comparisons per completion"], cost_rows, {"cost_docs": args.cost_docs}, [], info)
+                           "reads per completion (all pairs)", "prompt tokens cached, pointwise",
+                           "prompt tokens cached, all pairs"], cost_rows, {"cost_docs": args.cost_docs},
+                          ["prompt tokens cached: the share of the call's prompt tokens vLLM's prefix cache "
+                           "served (its prefix_cache_hits / prefix_cache_queries counters over the call)."], info)
         quality(client, "SummEval", summeval[:args.summeval_docs], SUMMEVAL, quality_rows, diagnostics,
                 report_quality)
         quality(client, "Topical-Chat", topical[:args.topical_chat_contexts], TOPICAL_CHAT, quality_rows,

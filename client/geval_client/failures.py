@@ -21,7 +21,7 @@ from collections.abc import Hashable, Sequence
 
 from .errors import ItemNotScored
 from .row_rubrics import rubric_error
-from .types import ItemResult
+from .types import CompletionResult, ItemResult
 
 EXCLUDE, MIN = "exclude", "min"
 MIN_REWARD = 0.0  # every rubric's reward lies in [0, 1]
@@ -64,9 +64,12 @@ def grouped_rewards(
     return rewards
 
 
-def sample_reward(result: ItemResult, on_error: float, rubrics_origin: str | None = None) -> float:
-    """A number for every sample: the reward, on_error for a completion-caused failure,
-    else ItemNotScored naming the cause (and rubrics_origin, where the sample's own rubric failed)."""
+def sample_reward(
+    result: ItemResult | CompletionResult, on_error: float, rubrics_origin: str | None = None
+) -> float:
+    """A number for every sample (a scored item, or a member of a judged group): the reward,
+    on_error for a completion-caused failure, else ItemNotScored naming the cause (and
+    rubrics_origin, where the sample's own rubric failed)."""
     if result.ok:
         return result.reward
     if result.error.caused_by_completion:

@@ -33,6 +33,14 @@ the input), "reference", and under `rubric_column` ("rubrics" by default) the
 sample's own rubric, a rubric dict or a served name (or several, weighted:
 row_rubrics.py), replacing the configured rubrics for that sample.
 
+Groupwise (make_reward_func(..., groupwise=True), the bridge's --groupwise): each
+sample is judged against the samples of the same call with the same prompt and
+reference (ScoreGroups). That needs a call to hold whole groups: OpenRLHF 0.8.x-0.9.0
+pass the rollout batch in chunks of micro_rollout_batch_size to a reward_func, and in
+one request per bridge URL; 0.9.1-0.11 pass one sample per call, and a call in which
+no sample has a peer is refused (every reward would be 0.5), unless the schedule is
+"anchor" (each completion against its reference).
+
 OpenRLHF needs a number for every sample: see sample_rewards.py for what a
 completion the server cannot score gets (on_error) and what raises. From 0.9.1
 OpenRLHF logs what a reward_func raises at INFO and goes on with no reward, so the
@@ -61,9 +69,10 @@ from typing import Any
 from .defaults import DEFAULT_TIMEOUT_S
 from .errors import ItemNotScored, RewardServerError
 from .failures import OnError
+from .groups import group_key, groups_by_key, nobody_to_compare
 from .requests import Rubrics
 from .row_rubrics import row_rubrics
-from .sample_rewards import Sample, SampleReward, SampleScorer, reference_text, rubrics_from_text
+from .sample_rewards import Groupwise, Sample, SampleReward, SampleScorer, reference_text, rubrics_from_text
 from .transport import read_token
 from .types import Mode
 
@@ -177,9 +186,39 @@ class OpenRLHFReward:
 
     scorer: SampleScorer
     rubric_column: str = RUBRIC_COLUMN  # the label object's key holding a sample's own rubric
+    groupwise: Groupwise | None = None  # set: each sample judged against its prompt's samples in the call
+
+    def __post_init__(self) -> None:
+        if self.groupwise is not None:
+            self.scorer.check_groupwise()
 
     def __call__(self, queries, prompts, labels=None, **kwargs) -> dict[str, Any]:
-        return openrlhf_reply(self.scorer.score(samples_from(queries, prompts, labels, self.rubric_column)))
+        samples = samples_from(queries, prompts, labels, self.rubric_column)
+        if self.groupwise is None:
+            return openrlhf_reply(self.scorer.score(samples))
+        groups = groups_by_key([group_key(prompt, sample.reference) for prompt, sample in zip(prompts, samples)])
+        _check_groups(groups, self.groupwise.schedule)
+        return openrlhf_reply(self.scorer.score_groups(samples, groups, self.groupwise))
+
+
+def _check_groups(groups: list[list[int]], schedule: str | None) -> None:
+    """A call in which no sample has a peer (OpenRLHF 0.9.1-0.11 send one sample per call) would
+    train on 0.5 everywhere, so it is refused. Groups of different sizes are warned of: 0.8.x-0.9.0
+    cut a rollout batch into chunks without regard to groups, and a group cut in two is judged as two."""
+    if nobody_to_compare(groups, schedule):
+        raise ValueError(
+            f"groupwise: none of the {len(groups)} samples of this call shares its prompt and reference with "
+            "another, so every reward would be 0.5 (compared with nobody). OpenRLHF 0.9.1 and later call a "
+            "reward with one sample at a time; groupwise judging needs 0.8.x-0.9.0 with whole groups per call "
+            "(docs/trainers.md), or schedule='anchor'"
+        )
+    sizes = sorted({len(group) for group in groups})
+    if schedule != "anchor" and len(sizes) > 1:
+        log.warning(
+            "groupwise: this call's groups hold %s samples: a prompt's samples cut between two calls are judged "
+            "apart (keep micro_rollout_batch_size a multiple of n_samples_per_prompt, without --use_dynamic_batch)",
+            " or ".join(map(str, sizes)),
+        )
 
 
 def make_reward_func(
@@ -189,19 +228,33 @@ def make_reward_func(
     timeout: float = DEFAULT_TIMEOUT_S,
     rubric_column: str = RUBRIC_COLUMN,
     mode: Mode | str | None = None,
+    groupwise: bool = False,
+    schedule: str | None = None,
+    aggregation: str = "mean_win_probability",
 ) -> Callable[..., dict[str, Any]]:
     """A `reward_func` for a --reward.remote_url file; options left None come from the environment.
-    mode: how G-Eval rubrics read the slot, e.g. Reasoning(256) or "reasoning:256".
+    mode: how G-Eval rubrics read the slot, e.g. Reasoning(256) or "reasoning:256". groupwise: judge
+    each sample against the samples of its prompt in the same call, with schedule and aggregation
+    as ScoreGroups takes them (see the module docstring for when a call holds whole groups).
 
     A plain function, as every OpenRLHF version takes it: up to 0.9.0 OpenRLHF calls
     `ray.remote(reward_func)`, which refuses anything but a function or a class (Ray ships it
     with cloudpickle); from 0.9.1 it calls it in a thread of each vLLM engine actor."""
-    reward = OpenRLHFReward(SampleScorer.configure(server, rubrics, on_error, timeout, mode=mode), rubric_column)
+    reward = OpenRLHFReward(
+        SampleScorer.configure(server, rubrics, on_error, timeout, mode=mode), rubric_column,
+        _groupwise(groupwise, schedule, aggregation),
+    )
 
     def reward_func(queries, prompts, labels=None, **kwargs) -> dict[str, Any]:
         return _logged(reward, queries, prompts, labels)
 
     return reward_func
+
+
+def _groupwise(groupwise: bool, schedule: str | None, aggregation: str) -> Groupwise | None:
+    if not groupwise and (schedule is not None or aggregation != "mean_win_probability"):
+        raise ValueError("schedule and aggregation choose how groups are judged: they need groupwise")
+    return Groupwise(schedule, aggregation) if groupwise else None
 
 
 def reward_func(queries, prompts, labels=None, **kwargs) -> dict[str, Any]:
@@ -323,6 +376,13 @@ def main(argv: Sequence[str] | None = None) -> None:
                         f"with --timeout, under OpenRLHF's {OPENRLHF_HTTP_TIMEOUT_S:.0f} s HTTP timeout")
     parser.add_argument("--mode", help="how G-Eval rubrics read the score slot: logprobs, sampling:N or "
                         "reasoning:MAX_TOKENS (default: $GEVAL_REWARD_MODE, else logprobs)")
+    parser.add_argument("--groupwise", action="store_true",
+                        help="judge each sample against the samples of the same request with its prompt and "
+                        "reference (ScoreGroups); needs OpenRLHF 0.8.x-0.9.0, which sends whole rollout batches")
+    parser.add_argument("--schedule", help="with --groupwise: all_pairs, neighbours or anchor (default: all pairs "
+                        "up to 8 samples, neighbours beyond)")
+    parser.add_argument("--aggregation", default="mean_win_probability",
+                        help="with --groupwise: mean_win_probability (default) or bradley_terry")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=5000)
     args = parser.parse_args(argv)
@@ -334,15 +394,16 @@ def main(argv: Sequence[str] | None = None) -> None:
             timeout=args.timeout, token=read_token(args.auth_token_file), mode=args.mode,
             wait_for_server_s=args.wait_for_server,
         )
+        reward = OpenRLHFReward(scorer, args.rubric_column, _groupwise(args.groupwise, args.schedule, args.aggregation))
     except (ValueError, OSError) as error:
         parser.error(str(error))
     if args.timeout + args.wait_for_server >= OPENRLHF_HTTP_TIMEOUT_S:
         log.warning("--timeout + --wait-for-server = %.0f s: OpenRLHF gives up on a request after %.0f s and "
                     "posts it again", args.timeout + args.wait_for_server, OPENRLHF_HTTP_TIMEOUT_S)
-    server = serve(OpenRLHFReward(scorer, args.rubric_column), args.host, args.port)
+    server = serve(reward, args.host, args.port)
     host, port = server.server_address[:2]
     print(f"geval-openrlhf: serving OpenRLHF's reward protocol on http://{host}:{port}/get_reward "
-          f"for {scorer.server}", flush=True)
+          f"for {scorer.server}{' (groupwise)' if args.groupwise else ''}", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -112,6 +112,14 @@ _AGGREGATIONS = {"mean_win_probability": reward_pb2.AGGREGATION_MEAN_WIN_PROBABI
                  "bradley_terry": reward_pb2.AGGREGATION_BRADLEY_TERRY}
 
 
+def check_group_options(schedule: str | None, aggregation: str) -> None:
+    """A ValueError naming the choices, so that an adapter refuses a bad option when it is configured."""
+    if schedule not in _SCHEDULES:
+        raise ValueError(f"schedule must be one of {sorted(k for k in _SCHEDULES if k)} or None, got {schedule!r}")
+    if aggregation not in _AGGREGATIONS:
+        raise ValueError(f"aggregation must be one of {sorted(_AGGREGATIONS)}, got {aggregation!r}")
+
+
 def group_request(
     groups: Sequence[Mapping[str, Any]],
     rubrics: Rubrics = None,
@@ -123,10 +131,7 @@ def group_request(
     """groups: dicts with `prompt` (text or chat messages), `completions` (a list) and
     optionally `reference` and `id`. schedule: None (all pairs up to 8, neighbours beyond),
     "all_pairs", "neighbours" or "anchor"; aggregation: "mean_win_probability" or "bradley_terry"."""
-    if schedule not in _SCHEDULES:
-        raise ValueError(f"schedule must be one of {sorted(k for k in _SCHEDULES if k)} or None, got {schedule!r}")
-    if aggregation not in _AGGREGATIONS:
-        raise ValueError(f"aggregation must be one of {sorted(_AGGREGATIONS)}, got {aggregation!r}")
+    check_group_options(schedule, aggregation)
     request = reward_pb2.ScoreGroupsRequest(
         rubrics=rubric_selection(rubrics), schedule=_SCHEDULES[schedule], aggregation=_AGGREGATIONS[aggregation],
         neighbours=neighbours or 0,

@@ -14,6 +14,9 @@ by every scorer with the same server. Unset options come from the environment:
 GEVAL_REWARD_SERVER, GEVAL_REWARD_RUBRICS ("a,b" or "a:1,b:2"),
 GEVAL_REWARD_ON_ERROR, GEVAL_REWARD_MODE ("logprobs", "sampling:N" or
 "reasoning:MAX_TOKENS") and GEVAL_REWARD_AUTH_TOKEN.
+
+score_groups is the groupwise form (ScoreGroups): the same contract, one reward per
+sample, each judged against the other samples of its group.
 """
 
 from __future__ import annotations
@@ -28,15 +31,17 @@ from typing import Any
 
 from .client import AsyncRewardClient, RewardClient
 from .defaults import DEFAULT_TARGET, DEFAULT_TIMEOUT_S
+from .errors import ItemNotScored
 from .failures import MIN, OnError, parse_on_error, sample_reward
 from .pb.reward_pb2 import Item, RubricSelection
-from .requests import Prompt, Rubrics, make_item
+from .requests import Prompt, Rubrics, check_group_options, make_item
 from .retry import RetryPolicy
 from .transport import read_token
-from .types import ItemResult, Logprobs, Mode, label_mass, mode_from_text
+from .types import GroupResult, ItemResult, Logprobs, Mode, label_mass, mode_from_text
 
 SERVER_ENV, RUBRICS_ENV, ON_ERROR_ENV = "GEVAL_REWARD_SERVER", "GEVAL_REWARD_RUBRICS", "GEVAL_REWARD_ON_ERROR"
 MODE_ENV = "GEVAL_REWARD_MODE"
+NEUTRAL = 0.5  # the server's reward for a group member compared with nobody
 
 
 @dataclass(frozen=True)
@@ -52,9 +57,25 @@ class Sample:
 class SampleReward:
     reward: float
     failed: bool  # the server could not score the completion; reward is on_error
-    label_mass: float  # mean over the G-Eval rubrics; 0.0 when failed or none read a slot
+    # Mean over the rubrics of the judge's probability on valid labels (groupwise: on the verdicts
+    # A and B, the group's); 0.0 when failed or nothing was read (a group of one).
+    label_mass: float
     score_claims_removed: int
     rubric_rewards: dict[str, float] = field(default_factory=dict)  # rubric name -> its reward; {} when failed
+
+
+@dataclass(frozen=True)
+class Groupwise:
+    """How ScoreGroups judges each group. schedule: None (all pairs up to 8 completions,
+    neighbours beyond), "all_pairs", "neighbours" or "anchor" (each completion against its
+    reference); aggregation: "mean_win_probability" or "bradley_terry". Checked when made,
+    so a bad option fails when the reward is configured, not on the first batch."""
+
+    schedule: str | None = None
+    aggregation: str = "mean_win_probability"
+
+    def __post_init__(self) -> None:
+        check_group_options(self.schedule, self.aggregation)
 
 
 @dataclass(frozen=True)
@@ -103,6 +124,63 @@ class SampleScorer:
         client = _async_client(self.server, self.timeout, self.token, self.wait_for_server_s)
         items = self._items(samples)
         return self._rewards(samples, await client.score(items, self.rubrics, self.mode))
+
+    def check_groupwise(self) -> None:
+        """ScoreGroups reads the probabilities of the verdicts A and B; a mode for G-Eval's score
+        slot would be silently ignored there, so it is refused."""
+        if not isinstance(self.mode, Logprobs):
+            raise ValueError(
+                f"groupwise judging reads the verdict's probabilities; mode {self.mode!r} applies to pointwise "
+                f"scoring only: leave mode (and {MODE_ENV}) unset"
+            )
+
+    def score_groups(
+        self, samples: Sequence[Sample], groups: Sequence[Sequence[int]], groupwise: Groupwise
+    ) -> list[SampleReward]:
+        """One ScoreGroups call; groups hold indices into samples, each of one prompt and reference
+        (groups.py). One reward per sample, in samples' order. A group of one gets the server's 0.5
+        (compared with nobody); a member that failed because of its completion gets on_error; any
+        other failure, of a member or of a whole group, raises ItemNotScored."""
+        self.check_groupwise()
+        for sample in samples:
+            if sample.rubrics:
+                raise ValueError(
+                    f"{sample.rubrics_origin}: the sample has its own rubrics, but ScoreGroups judges a call "
+                    "with one set of rubrics: give them in the options instead"
+                )
+        if not groups:
+            return []
+        wire = [{"prompt": samples[g[0]].prompt, "completions": [samples[i].completion for i in g],
+                 "reference": samples[g[0]].reference} for g in groups]
+        client = _sync_client(self.server, self.timeout, self.token, self.wait_for_server_s)
+        results = client.score_groups(wire, self.rubrics, groupwise.schedule, aggregation=groupwise.aggregation)
+        by_index = {i: reward for group, result in zip(groups, results)
+                    for i, reward in zip(group, self._group_rewards(result, len(group)))}
+        return [by_index[i] for i in range(len(samples))]
+
+    def _group_rewards(self, result: GroupResult, size: int) -> list[SampleReward]:
+        if not result.ok and result.error.caused_by_completion:
+            # The server's request check fails a whole group for one member over --max-field-chars: that
+            # member gets on_error, the others were compared with nobody and get what a group of one gets.
+            return [SampleReward(reward=self.on_error if k == result.error.member else NEUTRAL,
+                                 failed=k == result.error.member, label_mass=0.0, score_claims_removed=0)
+                    for k in range(size)]
+        if not result.ok:
+            raise ItemNotScored(
+                "the reward server could not judge a group, and not because of a completion: " + result.error.message
+            )
+        masses = [r.label_mass for r in result.rubrics if r.label_mass is not None]
+        mass = sum(masses) / len(masses) if masses else 0.0  # verdict mass; none where nothing was compared
+        return [
+            SampleReward(
+                reward=sample_reward(completion, self.on_error),
+                failed=not completion.ok,
+                label_mass=mass if completion.ok else 0.0,
+                score_claims_removed=completion.score_claims_removed,
+                rubric_rewards={r.rubric: r.rewards[k] for r in result.rubrics} if completion.ok else {},
+            )
+            for k, completion in enumerate(result.completions)
+        ]
 
     @staticmethod
     def _items(samples: Sequence[Sample]) -> list[Item]:

@@ -6,10 +6,10 @@ the completions of one prompt compared in pairs, both orders read, one reward ea
     trainer = GRPOTrainer(model=..., reward_funcs=[reward], args=GRPOConfig(num_generations=8), ...)
 
 TRL gives a reward function its batch with each prompt's completions side by side, but
-not `num_generations`. Groups are found as runs of consecutive completions of the same
-prompt (and reference), or cut every `num_generations` completions when it is given,
-in which case every group must hold one prompt (an error otherwise: a per-device batch
-that is not a multiple of num_generations splits a group across processes, and the
+not `num_generations`. Groups are the completions of the same prompt (and reference),
+wherever they stand (groups.py), or cut every `num_generations` completions when it is
+given, in which case every group must hold one prompt (an error otherwise: a per-device
+batch that is not a multiple of num_generations splits a group across processes, and the
 split parts would be judged apart). A completion the server could not compare gets
 `on_error` ("min", a float, or "exclude": None, which TRL leaves out).
 """
@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from .client import AsyncRewardClient, RewardClient
 from .defaults import DEFAULT_TARGET, DEFAULT_TIMEOUT_S
 from .failures import MIN, OnError, parse_on_error
+from .groups import group_key, groups_by_key
 from .requests import Rubrics
 from .reward_batch import completion_text, judge_prompt
 from .reward_names import reward_name
@@ -33,16 +34,11 @@ log = logging.getLogger(__name__)
 
 
 def find_groups(prompts: Sequence[Any], references: Sequence[str | None],
-                num_generations: int | None) -> list[range]:
-    """The index ranges of the batch's groups (see the module docstring)."""
-    keys: list[Hashable] = [(repr(judge_prompt(p)), r) for p, r in zip(prompts, references)]
+                num_generations: int | None) -> list[Sequence[int]]:
+    """The indices of the batch's groups (see the module docstring)."""
+    keys = [group_key(p, r) for p, r in zip(prompts, references)]
     if num_generations is None:
-        groups, start = [], 0
-        for i in range(1, len(keys) + 1):
-            if i == len(keys) or keys[i] != keys[start]:
-                groups.append(range(start, i))
-                start = i
-        return groups
+        return groups_by_key(keys)
     if num_generations < 1 or len(keys) % num_generations:
         raise ValueError(f"{len(keys)} completions do not split into groups of num_generations={num_generations}; "
                          "make the per-device batch a multiple of num_generations, or leave num_generations unset")
@@ -94,16 +90,16 @@ class _GroupwiseRewardBase:
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_client": None}
 
-    def _request(self, prompts, completions, columns) -> tuple[list[range], list[dict]]:
+    def _request(self, prompts, completions, columns) -> tuple[list[Sequence[int]], list[dict]]:
         references = _column(columns, self.reference_column) if self.reference_column else [None] * len(prompts)
         sources = _column(columns, self.source_column) if self.source_column else prompts
         groups = find_groups(prompts, references, self.num_generations)
-        wire = [{"prompt": judge_prompt(sources[g.start]), "completions": [completion_text(completions[i]) for i in g],
-                 **({"reference": references[g.start]} if references[g.start] is not None else {})}
+        wire = [{"prompt": judge_prompt(sources[g[0]]), "completions": [completion_text(completions[i]) for i in g],
+                 **({"reference": references[g[0]]} if references[g[0]] is not None else {})}
                 for g in groups]
         return groups, wire
 
-    def _rewards(self, groups: list[range], results: Sequence[GroupResult], size: int) -> list[float | None]:
+    def _rewards(self, groups: list[Sequence[int]], results: Sequence[GroupResult], size: int) -> list[float | None]:
         rewards: list[float | None] = [None] * size
         consistency, mass = [], []
         for group, result in zip(groups, results):

@@ -5,6 +5,7 @@ protos here, so no other module reads a response proto."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 from .pb import reward_pb2
@@ -66,6 +67,9 @@ def apply_mode(request: reward_pb2.ScoreRequest, mode: Mode) -> None:
         raise TypeError(f"mode must be Logprobs(), Sampling(...) or Reasoning(...), got {mode!r}")
 
 
+_MEMBER = re.compile(r"\.completions\[(\d+)\]$")
+
+
 @dataclass(frozen=True)
 class ItemError:
     code: str  # a gRPC status name: INVALID_ARGUMENT, RESOURCE_EXHAUSTED, INTERNAL, UNAVAILABLE
@@ -74,8 +78,15 @@ class ItemError:
 
     @property
     def caused_by_completion(self) -> bool:
-        """The completion itself was at fault (empty, too long): the policy's doing."""
-        return self.code == "INVALID_ARGUMENT" and self.field.endswith(".completion")
+        """The completion itself was at fault (empty, too long): the policy's doing. An item's is
+        named `items[i].completion`, a group member's `groups[g].completions[i]`."""
+        return self.code == "INVALID_ARGUMENT" and (self.field.endswith(".completion") or self.member is not None)
+
+    @property
+    def member(self) -> int | None:
+        """The group member the field names (groups[g].completions[i] -> i), else None."""
+        match = _MEMBER.search(self.field)
+        return int(match.group(1)) if match else None
 
 
 @dataclass(frozen=True)

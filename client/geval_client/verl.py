@@ -9,6 +9,9 @@ veRL loads a form by path and name (`reward.custom_reward_function.path` and `.n
   gdpo managers await it on their event loop, many samples at once.
 - compute_score_batch(data_sources, solution_strs, ground_truths, extra_infos, **options):
   the legacy `batch` manager; one Score call for the whole batch.
+- compute_score_batch_groupwise(...): the same manager, judging each sample against the
+  other samples of its prompt and reference (ScoreGroups), found wherever they stand:
+  trainer.balance_batch reorders the batch before the reward sees it.
 - compute_score_prime(...): the legacy `prime` manager, which reads a number (or
   float(result[0])) and turns any Exception into 0.0: it returns the reward as a float.
 - compute_score_rate_limited(...): the `rate_limited` manager, which turns any Exception
@@ -47,9 +50,10 @@ from typing import Any
 
 from .defaults import DEFAULT_TIMEOUT_S
 from .failures import OnError
+from .groups import group_key, groups_by_key, nobody_to_compare
 from .requests import Rubrics, rubric_selection
 from .row_rubrics import row_rubrics
-from .sample_rewards import Sample, SampleReward, SampleScorer, reference_text
+from .sample_rewards import Groupwise, Sample, SampleReward, SampleScorer, reference_text
 from .types import Mode
 
 log = logging.getLogger(__name__)
@@ -92,7 +96,8 @@ def _options(
     if unknown:
         raise TypeError(
             f"geval_client.verl: unknown option(s) {sorted(unknown)} (from reward_kwargs?); options are server, "
-            "rubrics, on_error, prompt_key, rubric_column, timeout, mode, rubric_keys"
+            "rubrics, on_error, prompt_key, rubric_column, timeout, mode, rubric_keys (and schedule, aggregation "
+            "for compute_score_batch_groupwise)"
         )
     scorer = SampleScorer.configure(server, rubrics, on_error, timeout, mode=mode, wait_for_server_s=wait_for_server_s)
     return _Options(scorer, prompt_key, rubric_column, _rubric_names(scorer.rubrics) if rubric_keys else ())
@@ -127,14 +132,39 @@ def compute_score_batch(
     extra_infos: Sequence[Mapping[str, Any] | None], **options: Any,
 ) -> list[dict[str, float]]:
     """The legacy batch manager's form: one dict per sample, one Score call for all."""
-    if not len(solution_strs) == len(ground_truths) == len(extra_infos):
-        raise ValueError(
-            f"got {len(solution_strs)} solution_strs, {len(ground_truths)} ground_truths and "
-            f"{len(extra_infos)} extra_infos"
-        )
     opts = _options(**options)
-    samples = [_sample(s, g, e, opts, i) for i, (s, g, e) in enumerate(zip(solution_strs, ground_truths, extra_infos))]
+    samples = _batch_samples(solution_strs, ground_truths, extra_infos, opts)
     return [_reply(reward, opts) for reward in opts.scorer.score(samples)]
+
+
+def compute_score_batch_groupwise(
+    data_sources: Sequence[str], solution_strs: Sequence[str], ground_truths: Sequence[Any],
+    extra_infos: Sequence[Mapping[str, Any] | None], schedule: str | None = None,
+    aggregation: str = "mean_win_probability", **options: Any,
+) -> list[dict[str, float]]:
+    """The legacy batch manager's groupwise form: one ScoreGroups call for the batch, each sample
+    judged against the samples with the same extra_info[prompt_key] and ground_truth; one dict per
+    sample, in batch order, with compute_score_batch's keys. schedule, aggregation: as ScoreGroups
+    takes them (sample_rewards.Groupwise). A sample alone with its prompt gets 0.5, the server's
+    reward for a completion compared with nobody.
+
+    Example: compute_score_batch_groupwise(["d"] * 4, ["A.", "B.", "C.", "D."], ["R1", "R2", "R1", "R2"],
+    [{"prompt": "P1"}, {"prompt": "P2"}, {"prompt": "P1"}, {"prompt": "P2"}], server="judge:50051")
+    -> samples 0 and 2 compared, 1 and 3 compared: [{"score": 0.8, ...}, {"score": 0.4, ...}, ...]"""
+    groupwise = Groupwise(schedule, aggregation)
+    opts = _options(**options)
+    samples = _batch_samples(solution_strs, ground_truths, extra_infos, opts)
+    groups = groups_by_key([group_key(sample.prompt, sample.reference) for sample in samples])
+    if nobody_to_compare(groups, schedule):
+        # veRL validates with actor_rollout_ref.rollout.val_kwargs.n=1 by default: a warning, not a
+        # stop, so that a run with validation on still starts.
+        log.warning(
+            "geval_client.verl.compute_score_batch_groupwise: none of the %d samples shares its prompt and "
+            "reference with another, so each gets 0.5 (compared with nobody); groupwise rewards need "
+            "actor_rollout_ref.rollout.n >= 2 (validation: rollout.val_kwargs.n), or schedule='anchor'",
+            len(samples),
+        )
+    return [_reply(reward, opts) for reward in opts.scorer.score_groups(samples, groups, groupwise)]
 
 
 def compute_score_prime(
@@ -182,6 +212,18 @@ class _Reply(dict):
                 "set reward.custom_reward_function.name=compute_score_prime"
             )
         raise KeyError(key)
+
+
+def _batch_samples(
+    solution_strs: Sequence[str], ground_truths: Sequence[Any], extra_infos: Sequence[Mapping[str, Any] | None],
+    opts: _Options,
+) -> list[Sample]:
+    if not len(solution_strs) == len(ground_truths) == len(extra_infos):
+        raise ValueError(
+            f"got {len(solution_strs)} solution_strs, {len(ground_truths)} ground_truths and "
+            f"{len(extra_infos)} extra_infos"
+        )
+    return [_sample(s, g, e, opts, i) for i, (s, g, e) in enumerate(zip(solution_strs, ground_truths, extra_infos))]
 
 
 def _sample(
@@ -237,6 +279,8 @@ def _reply(reward: SampleReward, opts: _Options) -> dict[str, float]:
         score_claims_removed=float(reward.score_claims_removed),
     )
     for name in opts.rubric_keys:
-        # A failed completion gets on_error's reward under every key, as under "score".
-        reply[f"score/{name}"] = reward.reward if reward.failed else reward.rubric_rewards[name]
+        # A failed completion gets on_error's reward under every key, as under "score"; so does a group
+        # member the server never judged (its group failed for another member) with its 0.5.
+        reply[f"score/{name}"] = reward.reward if reward.failed or not reward.rubric_rewards else \
+            reward.rubric_rewards[name]
     return reply

@@ -19,7 +19,7 @@ import pytest
 from geval_client import openrlhf, verl
 from geval_client.errors import ItemNotScored
 from geval_client.pb import reward_pb2, reward_pb2_grpc
-from geval_client.sample_rewards import SampleScorer, rubrics_from_text
+from geval_client.sample_rewards import Groupwise, SampleScorer, rubrics_from_text
 
 PROMPT = "<|im_start|>user\nSummarize: the council approved a library.<|im_end|>\n<|im_start|>assistant\n"
 
@@ -268,8 +268,9 @@ def test_verl_names_the_missing_prompt(judge):
 
 def test_the_adapters_pickle():
     forms = (verl.compute_score, verl.compute_score_async, verl.compute_score_batch, verl.compute_score_prime,
-             verl.compute_score_rate_limited)
+             verl.compute_score_rate_limited, verl.compute_score_batch_groupwise)
     for function in (openrlhf.reward_func, *forms):
         assert pickle.loads(pickle.dumps(function)) is function
-    reward = openrlhf.OpenRLHFReward(SampleScorer.configure("judge:50051", {"a": 1}))
-    assert pickle.loads(pickle.dumps(reward)) == reward
+    scorer = SampleScorer.configure("judge:50051", {"a": 1})
+    for reward in (openrlhf.OpenRLHFReward(scorer), openrlhf.OpenRLHFReward(scorer, groupwise=Groupwise("anchor"))):
+        assert pickle.loads(pickle.dumps(reward)) == reward

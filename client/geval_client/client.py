@@ -101,10 +101,11 @@ class RewardClient(_ClientBase):
         self, groups: Sequence[Mapping[str, Any]], rubrics: Rubrics = None, schedule: str | None = None, **options: Any
     ) -> list[GroupResult]:
         """Judges each group (a dict with prompt, completions and optional reference, id)
-        within itself: its completions compared in pairs, both orders read; one result per
-        group, its completions' rewards in request order. schedule: None (all pairs up to 8
-        completions, neighbours beyond), "all_pairs", "neighbours" or "anchor"; options:
-        aggregation ("mean_win_probability" or "bradley_terry"), neighbours, anchor."""
+        within itself: its completions compared in pairs, both orders read, or listed together,
+        once per cyclic shift; one result per group, its completions' rewards in request order.
+        schedule: None (all pairs up to 8 completions, neighbours beyond), "all_pairs",
+        "neighbours", "anchor" or "listwise"; options: aggregation ("mean_win_probability" or
+        "bradley_terry", the latter not with "listwise"), neighbours, anchor."""
         request = group_request(groups, rubrics, schedule, **options)
         return [group_result(r) for r in self._call("ScoreGroups", self._stub.ScoreGroups, request).results]
 

@@ -107,7 +107,8 @@ def score_request(items: Sequence[Any], rubrics: Rubrics = None, mode: Mode = Lo
 
 
 _SCHEDULES = {None: reward_pb2.SCHEDULE_UNSPECIFIED, "all_pairs": reward_pb2.SCHEDULE_ALL_PAIRS,
-              "neighbours": reward_pb2.SCHEDULE_NEIGHBOURS, "anchor": reward_pb2.SCHEDULE_ANCHOR}
+              "neighbours": reward_pb2.SCHEDULE_NEIGHBOURS, "anchor": reward_pb2.SCHEDULE_ANCHOR,
+              "listwise": reward_pb2.SCHEDULE_LISTWISE}
 _AGGREGATIONS = {"mean_win_probability": reward_pb2.AGGREGATION_MEAN_WIN_PROBABILITY,
                  "bradley_terry": reward_pb2.AGGREGATION_BRADLEY_TERRY}
 
@@ -130,7 +131,8 @@ def group_request(
 ) -> reward_pb2.ScoreGroupsRequest:
     """groups: dicts with `prompt` (text or chat messages), `completions` (a list) and
     optionally `reference` and `id`. schedule: None (all pairs up to 8, neighbours beyond),
-    "all_pairs", "neighbours" or "anchor"; aggregation: "mean_win_probability" or "bradley_terry"."""
+    "all_pairs", "neighbours", "anchor" or "listwise"; aggregation: "mean_win_probability" or
+    "bradley_terry" (not with "listwise")."""
     check_group_options(schedule, aggregation)
     request = reward_pb2.ScoreGroupsRequest(
         rubrics=rubric_selection(rubrics), schedule=_SCHEDULES[schedule], aggregation=_AGGREGATIONS[aggregation],

@@ -199,11 +199,11 @@ class GroupRubricResult:
     rubric: str
     content_hash: str
     rewards: list[float]
-    win_matrix: list[list[float | None]]  # [i][j] = P(i beats j); None where not compared
-    position_consistency: float | None  # share of pairs whose two orders agree
+    win_matrix: list[list[float | None]]  # [i][j] = P(i beats j); None where not compared (anchor, listwise: all)
+    position_consistency: float | None  # share of pairs whose two orders agree (listwise: see docs/groupwise.md)
     first_position_preference: float | None  # share of single-order reads preferring the first place
-    label_mass: float | None  # mean probability on the two verdicts
-    win_entropy: float | None  # mean binary entropy of P(i beats j), bits
+    label_mass: float | None  # mean probability on the verdict letters
+    win_entropy: float | None  # mean binary entropy of P(i beats j), bits (listwise: of P(best), over log2 n)
 
 
 @dataclass(frozen=True)
@@ -211,7 +211,7 @@ class GroupResult:
     id: str
     completions: list[CompletionResult]  # in request order
     rubrics: list[GroupRubricResult]
-    schedule: str  # "all_pairs", "neighbours" or "anchor"
+    schedule: str  # "all_pairs", "neighbours", "anchor" or "listwise"
     error: ItemError | None = None  # the whole group could not be judged
 
     @property

@@ -1,13 +1,14 @@
 """Judges a group (one prompt's completions) within itself: pairs chosen by a schedule
 (group_plan.py), each pair read in both orders as a comparison prompt (comparison_prompt.py),
-the exact probabilities of the verdicts `A` and `B` read at the verdict slot, and one
-reward per completion (win_matrix.py). All reads of a call are in flight together, in
-token order, so pairs that share the rubric, the input and Response A reach vLLM side by
-side and its prefix cache computes that prefix once.
+or the whole group listed once per cyclic shift; the exact probabilities of the verdict
+letters read at the verdict slot, and one reward per completion (win_matrix.py). All reads
+of a call are in flight together, in token order, so prompts that share the rubric, the
+input and Response A reach vLLM side by side and its prefix cache computes that prefix once.
 
 Completions are judged with score claims blanked, as the pointwise read does. A member
 that cannot be compared (empty, or too long for the judge's context next to a peer of its
-own length) fails alone; the others are compared among themselves.
+own length) fails alone; the others are compared among themselves. A list that still does
+not fit the context, or a group larger than the letters the judge reads, fails the group.
 """
 
 from __future__ import annotations
@@ -19,15 +20,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .comparison_prompt import VERDICTS, ComparisonPrompt
+from .comparison_prompt import LETTERS, PAIR, ComparisonPrompt, GroupInput
 from .engine import JudgeEngine
 from .expected_score import NoLabelMass
-from .group_plan import Group, Schedule, default_schedule, pairs
+from .group_plan import Group, Schedule, cyclic_shifts, default_schedule, pairs
 from .rubrics import Rubric
-from .score_slot import LabelVocabulary
+from .score_slot import LabelTokenError, LabelVocabulary
 from .scorers.base import ItemFailure
 from .tokenization import Tokenization
-from .win_matrix import Aggregation, GroupOutcome, OrderRead, PairVerdict, aggregate, anchor_outcome
+from .win_matrix import (
+    Aggregation,
+    GroupOutcome,
+    ListRead,
+    OrderRead,
+    PairVerdict,
+    aggregate,
+    anchor_outcome,
+    listwise_outcome,
+)
 
 
 @dataclass(frozen=True)
@@ -76,15 +86,16 @@ class GroupJudge:
             self._prompts[rubric] = ComparisonPrompt(self._tok, self._vocabulary, rubric)
         return self._prompts[rubric]
 
-    def content_hash(self, rubric: Rubric, judge_model: str) -> str:
-        """What produced a comparison reward: the rubric, the judge and the comparison layout."""
-        layout = self.prompt_for(rubric).fingerprint
+    def content_hash(self, rubric: Rubric, judge_model: str, listed: int = PAIR) -> str:
+        """What produced a comparison reward: the rubric, the judge and the layout of a
+        prompt listing `listed` responses (a pair's for the pair schedules)."""
+        layout = self.prompt_for(rubric).layout(listed).fingerprint
         return hashlib.sha256(f"comparison:{rubric.content_hash(judge_model, layout)}".encode()).hexdigest()
 
     async def judge(self, request: GroupRequest, redactor: Redactor | None,
                     judge_model: str) -> list[GroupResult]:
         results = [GroupResult() for _ in request.groups]
-        plans: list[_RubricPlan] = []
+        plans: list[_RubricPlan | _ListPlan] = []
         for index, group in enumerate(request.groups):
             result = results[index]
             if isinstance(group, ItemFailure):
@@ -93,14 +104,19 @@ class GroupJudge:
             texts, result.score_claims_removed = _blanked(group, redactor)
             result.schedule = request.schedule or default_schedule(len(texts))
             result.member_failures = [None] * len(texts)
-            for rubric, _ in request.rubrics:
-                plans.append(self._plan(index, group, texts, rubric, request.neighbours, result))
-        wanted = sorted({(plan.rubric, ids) for plan in plans for ids in plan.prompts()}, key=lambda key: key[1])
-        answers = await asyncio.gather(*(self._read(rubric, ids) for rubric, ids in wanted), return_exceptions=True)
+            try:
+                own = [self._plan(index, group, texts, rubric, request.neighbours, result)
+                       for rubric, _ in request.rubrics]
+            except ItemFailure as failure:  # the group as a whole cannot be listed
+                result.failure = failure
+                continue
+            plans += own
+        wanted = sorted({(plan.rubric, *key) for plan in plans for key in plan.prompts()}, key=lambda key: key[2])
+        answers = await asyncio.gather(*(self._read(*key) for key in wanted), return_exceptions=True)
         read = dict(zip(wanted, answers))
         for plan in plans:
             plan.result.per_rubric.append(
-                RubricGroupResult(plan.rubric.name, self.content_hash(plan.rubric, judge_model),
+                RubricGroupResult(plan.rubric.name, self.content_hash(plan.rubric, judge_model, plan.listed),
                                   plan.outcome(read, request.aggregation)))
         for result in results:
             if result.failure is None:
@@ -108,8 +124,11 @@ class GroupJudge:
         return results
 
     def _plan(self, index: int, group: Group, texts: list[str], rubric: Rubric, neighbours: int,
-              result: GroupResult) -> _RubricPlan:
+              result: GroupResult) -> _RubricPlan | _ListPlan:
         prompt = self.prompt_for(rubric)
+        listwise = result.schedule is Schedule.LISTWISE
+        if listwise:
+            _check_listable(index, len(texts), prompt)
         shared = prompt.shared(group.prompt, group.reference)
         responses = [tuple(prompt.response(text)) for text in texts]
         limit = self._engine.max_model_len - 1
@@ -126,6 +145,8 @@ class GroupJudge:
                     f"{where}: a comparison of this completion with one of its length is {fixed + 2 * len(ids)} "
                     f"tokens, over the judge's limit of {limit} (max_model_len {self._engine.max_model_len})", where)
         members = [i for i, failure in enumerate(result.member_failures) if failure is None]
+        if listwise:
+            return self._list_plan(index, texts, rubric, shared, responses, members, result)
         plan = _RubricPlan(rubric, result, len(texts), anchored=result.schedule is Schedule.ANCHOR)
         if plan.anchored:
             anchor = tuple(prompt.response(group.anchor or ""))
@@ -136,23 +157,43 @@ class GroupJudge:
                         "INVALID_ARGUMENT", f"{where}: this completion and the anchor do not fit the judge's "
                         f"context of {self._engine.max_model_len} tokens", where)
                     continue
-                plan.pairs[i] = (prompt.pair(shared, responses[i], anchor), prompt.pair(shared, anchor, responses[i]))
+                plan.pairs[i] = (prompt.listing(shared, (responses[i], anchor)),
+                                 prompt.listing(shared, (anchor, responses[i])))
         else:
             for i, j in pairs(texts, members, result.schedule, neighbours):
-                plan.pairs[(i, j)] = (prompt.pair(shared, responses[i], responses[j]),
-                                      prompt.pair(shared, responses[j], responses[i]))
+                plan.pairs[(i, j)] = (prompt.listing(shared, (responses[i], responses[j])),
+                                      prompt.listing(shared, (responses[j], responses[i])))
         return plan
 
-    async def _read(self, rubric: Rubric, ids: tuple[int, ...]) -> OrderRead:
-        """P(A) over the two verdicts at the slot, and their mass."""
-        (read,) = self.prompt_for(rubric).slot.plan.reads
+    def _list_plan(self, index: int, texts: list[str], rubric: Rubric, shared: GroupInput,
+                   responses: list[tuple[int, ...]], members: list[int], result: GroupResult) -> _ListPlan:
+        """The group listed once per cyclic shift; fewer than two members: nothing to read."""
+        prompt = self.prompt_for(rubric)
+        plan = _ListPlan(rubric, result, texts, listed=max(PAIR, len(members)))
+        if len(members) < PAIR:
+            return plan
+        limit = self._engine.max_model_len - 1
+        tokens = prompt.fixed_tokens(shared, len(members)) + sum(len(responses[i]) for i in members)
+        if tokens > limit:
+            where = f"groups[{index}].completions"
+            raise ItemFailure("INVALID_ARGUMENT", f"{where}: the list of its {len(members)} completions is {tokens} "
+                              f"tokens, over the judge's limit of {limit} (max_model_len "
+                              f"{self._engine.max_model_len}); use a pair schedule", where)
+        for order in cyclic_shifts(texts, members):
+            plan.shifts.append((tuple(order), prompt.listing(shared, [responses[i] for i in order])))
+        return plan
+
+    async def _read(self, rubric: Rubric, listed: int, ids: tuple[int, ...]) -> tuple[tuple[float, ...], float]:
+        """Each listed letter's probability at the slot, renormalized over the letters, and their mass."""
+        slot = self.prompt_for(rubric).layout(listed).slot
+        (read,) = slot.plan.reads
         answer = await self._engine.token_logprobs(list(ids), list(read.token_ids))
-        probability = self.prompt_for(rubric).slot.plan.label_probabilities([answer])
-        first, second = (probability[verdict] for verdict in VERDICTS)
-        mass = first + second
+        probability = slot.plan.label_probabilities([answer])
+        letters = [probability[letter] for letter in LETTERS[:listed]]
+        mass = math.fsum(letters)
         if not mass > 0.0 or not math.isfinite(mass):
-            raise NoLabelMass("the judge put no probability on either verdict")
-        return OrderRead(first / mass, min(1.0, mass))
+            raise NoLabelMass("the judge put no probability on any verdict letter")
+        return tuple(p / mass for p in letters), min(1.0, mass)
 
 
 @dataclass
@@ -165,22 +206,60 @@ class _RubricPlan:
     size: int
     anchored: bool
     pairs: dict = field(default_factory=dict)
+    listed = PAIR  # letters per prompt
 
-    def prompts(self) -> list[tuple[int, ...]]:
-        return [tuple(ids) for both in self.pairs.values() for ids in both]
+    def prompts(self) -> list[tuple[int, tuple[int, ...]]]:
+        return [(PAIR, ids) for both in self.pairs.values() for ids in both]
 
     def outcome(self, read: dict, aggregation: Aggregation) -> GroupOutcome:
         verdicts = {}
         for key, (forward, backward) in self.pairs.items():
-            orders = [read[(self.rubric, tuple(forward))], read[(self.rubric, tuple(backward))]]
-            failed = next((o for o in orders if isinstance(o, BaseException)), None)
+            answers = [read[(self.rubric, PAIR, forward)], read[(self.rubric, PAIR, backward)]]
+            failed = next((a for a in answers if isinstance(a, BaseException)), None)
             if failed is not None:  # a failed read: the pair is left out, its members may still be compared
                 _fail_members(self.result, key, failed, self.rubric.name)
                 continue
-            verdicts[key] = PairVerdict(*orders)
+            verdicts[key] = PairVerdict(*(OrderRead(letters[0], mass) for letters, mass in answers))
         if self.anchored:
             return anchor_outcome(self.size, verdicts)
         return aggregate(self.size, verdicts, aggregation)
+
+
+@dataclass
+class _ListPlan:
+    """One rubric's listwise reads for one group: per cyclic shift of the canonical order,
+    the members as listed and the prompt ids."""
+
+    rubric: Rubric
+    result: GroupResult
+    texts: list[str]
+    listed: int  # letters per prompt
+    shifts: list[tuple[tuple[int, ...], tuple[int, ...]]] = field(default_factory=list)
+
+    def prompts(self) -> list[tuple[int, tuple[int, ...]]]:
+        return [(self.listed, ids) for _, ids in self.shifts]
+
+    def outcome(self, read: dict, aggregation: Aggregation) -> GroupOutcome:
+        answers = [read[(self.rubric, self.listed, ids)] for _, ids in self.shifts]
+        failed = next((a for a in answers if isinstance(a, BaseException)), None)
+        if failed is not None:  # without every shift the position bias would not cancel: nobody is ranked
+            _fail_members(self.result, self.shifts[0][0], failed, self.rubric.name)
+            return listwise_outcome(self.texts, [])
+        return listwise_outcome(self.texts, [ListRead(members, letters, mass)
+                                             for (members, _), (letters, mass) in zip(self.shifts, answers)])
+
+
+def _check_listable(index: int, size: int, prompt: ComparisonPrompt) -> None:
+    """A group larger than the letters this judge reads as one token fails as a whole."""
+    if size < PAIR:
+        return
+    try:
+        prompt.layout(size)
+    except LabelTokenError:
+        where = f"groups[{index}].completions"
+        raise ItemFailure("INVALID_ARGUMENT", f"{where}: {size} completions exceed the listwise limit of "
+                          f"{prompt.max_listed()} (the letters Response A, B, ... that this judge reads as one token "
+                          "at the verdict); use a pair schedule or smaller groups", where) from None
 
 
 def _fail_members(result: GroupResult, key, error: BaseException, rubric: str) -> None:

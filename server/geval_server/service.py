@@ -34,7 +34,7 @@ _MODES = {
     Reasoning: reward_pb2.SCORING_MODE_REASONING,
 }
 _SCHEDULES = {Schedule.ALL_PAIRS: reward_pb2.SCHEDULE_ALL_PAIRS, Schedule.NEIGHBOURS: reward_pb2.SCHEDULE_NEIGHBOURS,
-              Schedule.ANCHOR: reward_pb2.SCHEDULE_ANCHOR}
+              Schedule.ANCHOR: reward_pb2.SCHEDULE_ANCHOR, Schedule.LISTWISE: reward_pb2.SCHEDULE_LISTWISE}
 _KINDS = {Kind.GEVAL: reward_pb2.SCORER_KIND_GEVAL, Kind.SEMSCORE: reward_pb2.SCORER_KIND_SEMSCORE,
           Kind.LIKELIHOOD: reward_pb2.SCORER_KIND_LIKELIHOOD}
 

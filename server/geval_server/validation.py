@@ -268,6 +268,7 @@ MAX_NEIGHBOURS = 64
 _SCHEDULES = {
     reward_pb2.SCHEDULE_UNSPECIFIED: None, reward_pb2.SCHEDULE_ALL_PAIRS: Schedule.ALL_PAIRS,
     reward_pb2.SCHEDULE_NEIGHBOURS: Schedule.NEIGHBOURS, reward_pb2.SCHEDULE_ANCHOR: Schedule.ANCHOR,
+    reward_pb2.SCHEDULE_LISTWISE: Schedule.LISTWISE,
 }
 _AGGREGATIONS = {
     reward_pb2.AGGREGATION_UNSPECIFIED: Aggregation.MEAN_WIN_PROBABILITY,
@@ -305,6 +306,10 @@ def validate_groups(
     if request.neighbours > MAX_NEIGHBOURS:
         raise RequestError("neighbours", f"must be at most {MAX_NEIGHBOURS}, got {request.neighbours}")
     schedule = _SCHEDULES[request.schedule]
+    aggregation = _AGGREGATIONS[request.aggregation]
+    if schedule is Schedule.LISTWISE and aggregation is Aggregation.BRADLEY_TERRY:
+        raise RequestError("aggregation", "AGGREGATION_BRADLEY_TERRY is not read by SCHEDULE_LISTWISE, which "
+                           "reads no pairs to fit; its reward is P(best) read from the whole group")
     anchor = request.anchor if request.HasField("anchor") else None
     if anchor is not None and schedule is not Schedule.ANCHOR:
         raise RequestError("anchor", "is read only by SCHEDULE_ANCHOR")
@@ -315,8 +320,7 @@ def validate_groups(
     referenced = [_name(c) for c, _ in selection if _needs_reference(c, served)]
     groups = [_group(i, group, referenced, schedule, anchor, limits) for i, group in enumerate(request.groups)]
     ids = [group.id or str(i) for i, group in enumerate(request.groups)]
-    return ValidGroups(groups, ids, selection, schedule, request.neighbours or DEFAULT_NEIGHBOURS,
-                       _AGGREGATIONS[request.aggregation])
+    return ValidGroups(groups, ids, selection, schedule, request.neighbours or DEFAULT_NEIGHBOURS, aggregation)
 
 
 def _group(i: int, group: reward_pb2.Group, referenced: list[str], schedule: Schedule | None, anchor: str | None,

@@ -9,12 +9,22 @@ and P(j beats i) = 1 - P(i beats j) exactly. Rewards, in [0, 1]:
   pseudo-comparison against an average opponent so a clean sweep stays finite), then the
   mean over the group of the model's P(i beats j), so uncompared pairs count too.
 A completion compared with nobody (a group of one, or every other member failed) gets 0.5.
+
+A list (the whole group in one prompt) is read once per cyclic shift, each member once at
+every position. P(best = i) is the mean over the shifts of the probability of the letter
+where i stands, so a pull towards a position is shared evenly. The reward is the chance
+that i beats a peer of the others' mean strength under Luce's choice axiom (strengths
+proportional to P(best)): (n-1)p / ((n-2)p + 1). It is 0.5 for a judge that cannot choose
+(p = 1/n), P(i beats j) itself for n = 2 (the pair reward), and it is monotone in p
+without clipping, so the top of the group keeps its differences and the scale is the
+pairs'. Identical texts are one completion at several places: their P(best) is pooled.
 """
 
 from __future__ import annotations
 
 import enum
 import math
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -124,6 +134,57 @@ def anchor_outcome(size: int, verdicts: Mapping[int, PairVerdict]) -> GroupOutco
         label_mass=_mean([read.mass for read in reads]),
         win_entropy=_mean([_entropy(v.p_i_wins) for v in verdicts.values()]),
     )
+
+
+@dataclass(frozen=True)
+class ListRead:
+    """One listing of a group: the members in the order listed (members[k] stands at the
+    k-th letter), each letter's probability renormalized over the listed letters, and the
+    mass the judge put on them before renormalizing."""
+
+    members: tuple[int, ...]
+    p_letters: tuple[float, ...]
+    mass: float
+
+
+def listwise_outcome(texts: Sequence[str], reads: Sequence[ListRead]) -> GroupOutcome:
+    """texts: the group's completions as judged; reads: one per cyclic shift of the listed
+    members (none: nobody was listed, every reward 0.5)."""
+    size = len(texts)
+    if not reads:
+        return GroupOutcome([NEUTRAL] * size, [[None] * size for _ in range(size)], None, None, None, None)
+    at: dict[int, list[float]] = defaultdict(list)
+    for read in reads:
+        for member, p in zip(read.members, read.p_letters):
+            at[member].append(p)
+    # fsum is correctly rounded: the same values in any order give the same P(best)
+    own = {i: math.fsum(ps) / len(reads) for i, ps in at.items()}
+    alike: dict[str, list[float]] = defaultdict(list)
+    for i, p in own.items():
+        alike[texts[i]].append(p)
+    best = {i: math.fsum(alike[texts[i]]) / len(alike[texts[i]]) for i in own}
+    n = len(best)
+    top = max(best.values())
+    winners = {i for i, p in best.items() if p == top}
+    return GroupOutcome(
+        rewards=[_peer_win(best[i], n) if i in best else NEUTRAL for i in range(size)],
+        win_matrix=[[None] * size for _ in range(size)],
+        position_consistency=_mean([bool(_leaders(read) & winners) for read in reads]),
+        first_position_preference=_mean([read.p_letters[0] > max(read.p_letters[1:]) for read in reads]),
+        label_mass=_mean([read.mass for read in reads]),
+        win_entropy=min(1.0, -sum(p * math.log2(p) for p in best.values() if p > 0.0) / math.log2(n)),
+    )
+
+
+def _peer_win(p_best: float, n: int) -> float:
+    """P(i beats a peer of the others' mean strength), strengths proportional to P(best)."""
+    return min(1.0, (n - 1) * p_best / ((n - 2) * p_best + 1.0))
+
+
+def _leaders(read: ListRead) -> set[int]:
+    """The members at the read's most probable letter (several only on an exact tie)."""
+    top = max(read.p_letters)
+    return {member for member, p in zip(read.members, read.p_letters) if p == top}
 
 
 def _entropy(p: float) -> float:

@@ -1,6 +1,6 @@
 """Groupwise judging through the real server, engine and embedded judge (shared per
-session): the contract (order invariance, identical completions, failures, the anchor
-schedule, diagnostics) and the TRL adapter, never the tiny judge's taste."""
+session): the contract (order invariance, identical completions, failures, the anchor and
+listwise schedules, diagnostics) and the TRL adapter, never the tiny judge's taste."""
 
 import ast
 import math
@@ -86,6 +86,37 @@ def test_the_anchor_schedule_is_a_win_rate_against_the_reference(client):
     assert same.completions[0].reward == pytest.approx(0.5, abs=1e-9)  # against itself: a tie, both orders
     (missing,) = client.score_groups([{"prompt": ARTICLE, "completions": SUMMARIES[:2]}], schedule="anchor")
     assert missing.error.field == "groups[0].reference"
+
+
+def test_listwise_reads_the_whole_group_whatever_its_order(client):
+    """One read per cyclic shift of the canonical order: reordering changes no prompt, and
+    identical completions are pooled. (The first call warms the cache, as above.)"""
+    client.score_groups([{"prompt": ARTICLE, "completions": SUMMARIES}], rubrics="summeval-coherence",
+                        schedule="listwise")
+    (first,) = client.score_groups([{"prompt": ARTICLE, "completions": SUMMARIES}], rubrics="summeval-coherence",
+                                   schedule="listwise")
+    order = [2, 0, 3, 1]
+    (again,) = client.score_groups([{"prompt": ARTICLE, "completions": [SUMMARIES[i] for i in order]}],
+                                   rubrics="summeval-coherence", schedule="listwise")
+    assert first.schedule == again.schedule == "listwise"
+    for k, i in enumerate(order):
+        assert again.completions[k].reward == pytest.approx(first.completions[i].reward, abs=1e-6)
+    rubric = first.rubrics[0]
+    assert all(cell is None for row in rubric.win_matrix for cell in row)
+    assert 0.0 <= rubric.position_consistency <= 1.0 and 0.0 <= rubric.first_position_preference <= 1.0
+    assert 0.0 < rubric.label_mass <= 1.0 and 0.0 <= rubric.win_entropy <= 1.0
+    assert all(0.0 <= c.reward <= 1.0 for c in first.completions)
+    (same,) = client.score_groups([{"prompt": ARTICLE, "completions": [SUMMARIES[0], SUMMARIES[1], SUMMARIES[0]]}],
+                                  rubrics="summeval-coherence", schedule="listwise")
+    rewards = [c.reward for c in same.completions]
+    assert rewards[0] == rewards[2]
+    many = [f"The council voted, version {i}." for i in range(27)]
+    (big,) = client.score_groups([{"prompt": ARTICLE, "completions": many}], schedule="listwise")
+    assert big.error.field == "groups[0].completions" and "listwise limit of 26" in big.error.message
+    with pytest.raises(RewardServerError) as error:
+        client.score_groups([{"prompt": ARTICLE, "completions": SUMMARIES}], schedule="listwise",
+                            aggregation="bradley_terry")
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "aggregation" in error.value.details()
 
 
 def test_only_g_eval_rubrics_compare(client):

@@ -1,19 +1,22 @@
-"""Groupwise judging's pure parts: which pairs a schedule compares, and how both orders'
-verdicts become one reward per completion (position bias cancelled, exact symmetry)."""
+"""Groupwise judging's pure parts: which pairs a schedule compares, in which orders a list
+is read, and how the reads become one reward per completion (position bias cancelled,
+exact symmetry)."""
 
 import itertools
 import math
 import random
 
 import pytest
-from geval_server.group_plan import Schedule, canonical_order, default_schedule, pairs
+from geval_server.group_plan import Schedule, canonical_order, cyclic_shifts, default_schedule, pairs
 from geval_server.win_matrix import (
     Aggregation,
+    ListRead,
     OrderRead,
     PairVerdict,
     aggregate,
     anchor_outcome,
     bradley_terry_rewards,
+    listwise_outcome,
 )
 
 TEXTS = ["delta", "alpha", "charlie", "bravo", "echo"]
@@ -86,3 +89,97 @@ def test_a_group_of_one_and_the_anchor_schedule():
     assert alone.rewards == [0.5] and alone.position_consistency is None
     outcome = anchor_outcome(2, {0: PairVerdict(_read(0.8), _read(0.4))})
     assert outcome.rewards == pytest.approx([0.7, 0.5])
+
+
+def test_cyclic_shifts_put_each_member_once_at_every_position_whatever_the_request_order():
+    shifts = cyclic_shifts(TEXTS, [0, 2, 3, 4])  # member 1 failed: left out
+    assert len(shifts) == 4 and all(sorted(order) == [0, 2, 3, 4] for order in shifts)
+    for position in range(4):
+        assert sorted(order[position] for order in shifts) == [0, 2, 3, 4]
+    shuffled = random.Random(5).sample(TEXTS, len(TEXTS))
+    as_texts = [[TEXTS[i] for i in order] for order in cyclic_shifts(TEXTS, range(5))]
+    assert as_texts == [[shuffled[i] for i in order] for order in cyclic_shifts(shuffled, range(5))]
+
+
+def _listwise_judge(texts, strength, bias):
+    """What a judge with a strength per text and a multiplicative pull per position reads
+    in every cyclic shift (mass 0.9 on the letters)."""
+    reads = []
+    for order in cyclic_shifts(texts, range(len(texts))):
+        weights = [strength[texts[i]] * bias[k] for k, i in enumerate(order)]
+        reads.append(ListRead(tuple(order), tuple(w / sum(weights) for w in weights), 0.9))
+    return reads
+
+
+def _peer_win(p, n):
+    return (n - 1) * p / ((n - 2) * p + 1)
+
+
+def test_a_list_reward_is_p_best_as_a_win_rate_against_an_average_peer():
+    texts = ["a", "b", "c", "d"]
+    flat = listwise_outcome(texts, _listwise_judge(texts, dict.fromkeys(texts, 1.0), [1.0] * 4))
+    assert flat.rewards == pytest.approx([0.5] * 4, abs=1e-15)  # a judge that cannot choose: 0.5 each
+    assert flat.win_entropy == pytest.approx(1.0) and flat.label_mass == pytest.approx(0.9)
+    strength = {"a": 4.0, "b": 2.0, "c": 1.0, "d": 1.0}
+    outcome = listwise_outcome(texts, _listwise_judge(texts, strength, [1.0] * 4))
+    p_best = [strength[t] / 8.0 for t in texts]
+    assert outcome.rewards == pytest.approx([_peer_win(p, 4) for p in p_best], abs=1e-12)
+    assert outcome.rewards[0] > outcome.rewards[1] > outcome.rewards[2] == outcome.rewards[3]
+    assert all(0.0 <= r <= 1.0 for r in outcome.rewards) and 0.0 < outcome.win_entropy < 1.0
+    assert outcome.position_consistency == 1.0 and outcome.first_position_preference == 0.25
+    assert all(cell is None for row in outcome.win_matrix for cell in row)
+
+
+def test_a_pull_towards_one_position_moves_the_diagnostics_not_the_order():
+    texts = ["a", "b", "c", "d"]
+    strength = {"a": 4.0, "b": 2.0, "c": 1.0, "d": 1.0}
+    biased = listwise_outcome(texts, _listwise_judge(texts, strength, [6.0, 1.0, 1.0, 1.0]))
+    assert biased.rewards[0] > biased.rewards[1] > biased.rewards[2] == pytest.approx(biased.rewards[3])
+    assert biased.first_position_preference == 1.0  # A always leads ...
+    assert biased.position_consistency == 0.25  # ... so only the read with `a` at A names the winner: 1/n
+    only_position = listwise_outcome(texts, _listwise_judge(texts, dict.fromkeys(texts, 1.0), [9.0, 1.0, 1.0, 1.0]))
+    assert only_position.rewards == pytest.approx([0.5] * 4, abs=1e-15)  # spread evenly: nobody gains
+    assert only_position.position_consistency == 1.0  # every member is a (tied) winner
+
+
+def test_a_lean_added_to_each_position_cancels_exactly():
+    """A judge that adds b[k] at the k-th letter (summing to 0) reads P(best) as without it."""
+    texts, truth, lean = ["a", "b", "c"], {"a": 0.5, "b": 0.3, "c": 0.2}, [0.15, -0.05, -0.1]
+    reads = [ListRead(tuple(order), tuple(truth[texts[i]] + lean[k] for k, i in enumerate(order)), 1.0)
+             for order in cyclic_shifts(texts, range(3))]
+    assert listwise_outcome(texts, reads).rewards == pytest.approx([_peer_win(truth[t], 3) for t in texts], abs=1e-12)
+
+
+def test_a_list_of_two_gives_the_pair_reward():
+    texts = ["a", "b"]
+    for bias in (1.0, 3.0):
+        reads = _listwise_judge(texts, {"a": 3.0, "b": 1.0}, [bias, 1.0])
+        pair = PairVerdict(OrderRead(reads[0].p_letters[0], 0.9), OrderRead(reads[1].p_letters[0], 0.9))
+        assert listwise_outcome(texts, reads).rewards == pytest.approx([pair.p_i_wins, 1 - pair.p_i_wins], abs=1e-15)
+
+
+def test_identical_members_get_equal_rewards_and_the_request_order_changes_nothing():
+    texts = ["same", "other", "same", "third", "fourth"]
+    rng = random.Random(1)
+    strength = {t: rng.uniform(0.5, 2.0) for t in texts}
+    bias = [2.5, 1.0, 0.7, 1.2, 0.4]
+    outcome = listwise_outcome(texts, _listwise_judge(texts, strength, bias))
+    assert outcome.rewards[0] == outcome.rewards[2]  # pooled: exactly equal
+    order = [3, 0, 4, 2, 1]
+    moved = [texts[i] for i in order]
+    again = listwise_outcome(moved, _listwise_judge(moved, strength, bias))
+    for k, i in enumerate(order):
+        assert again.rewards[k] == pytest.approx(outcome.rewards[i], abs=1e-12)
+    everyone = ["same"] * 4
+    alike = listwise_outcome(everyone, _listwise_judge(everyone, strength, bias))
+    assert len(set(alike.rewards)) == 1 and alike.rewards[0] == pytest.approx(0.5)
+
+
+def test_a_list_with_failed_members_or_nobody_to_compare():
+    texts = ["a", "b", "c"]
+    reads = [ListRead(order, (0.7, 0.3), 0.8) for order in ((0, 2), (2, 0))]  # member 1 failed: not listed
+    outcome = listwise_outcome(texts, reads)
+    assert outcome.rewards == pytest.approx([0.5, 0.5, 0.5])  # 0 and 2 each 0.5 from the pull to A
+    assert outcome.first_position_preference == 1.0
+    nobody = listwise_outcome(texts, [])
+    assert nobody.rewards == [0.5] * 3 and nobody.position_consistency is None and nobody.label_mass is None

@@ -35,6 +35,7 @@ class Schedule(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SCHEDULE_ALL_PAIRS: _ClassVar[Schedule]
     SCHEDULE_NEIGHBOURS: _ClassVar[Schedule]
     SCHEDULE_ANCHOR: _ClassVar[Schedule]
+    SCHEDULE_LISTWISE: _ClassVar[Schedule]
 
 class Aggregation(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -58,6 +59,7 @@ SCHEDULE_UNSPECIFIED: Schedule
 SCHEDULE_ALL_PAIRS: Schedule
 SCHEDULE_NEIGHBOURS: Schedule
 SCHEDULE_ANCHOR: Schedule
+SCHEDULE_LISTWISE: Schedule
 AGGREGATION_UNSPECIFIED: Aggregation
 AGGREGATION_MEAN_WIN_PROBABILITY: Aggregation
 AGGREGATION_BRADLEY_TERRY: Aggregation

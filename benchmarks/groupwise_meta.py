@@ -7,9 +7,10 @@ Quality: SummEval groups (the 16 system summaries of one article) and Topical-Ch
 (the 6 responses to one context); per dimension, the within-group Spearman of each read's
 rewards with the human scores, averaged over groups with a bootstrap interval over groups:
 pointwise G-Eval, likelihood (the `likelihood-*` presets), and comparisons under each
-schedule (all pairs, neighbours k=2, anchor = the human reference where the set has one),
-mean win probability and Bradley-Terry. From the all-pairs reads: position consistency and
-the share of single-order reads that preferred the first-placed response.
+schedule (all pairs, neighbours k=2, anchor = the human reference where the set has one,
+listwise over the group's cyclic shifts), mean win probability and Bradley-Terry. From the
+all-pairs and listwise reads: position consistency and the share of single-order reads that
+preferred the first-placed response (listwise: the first letter most probable).
 Cost: wall seconds per completion of ScoreGroups (all pairs) against the pointwise read of
 the same groups of 4, 8 and 16 (each size on articles of its own, from the end of SummEval),
 cold (first time) and warm (again), with the share of prompt tokens vLLM's prefix cache
@@ -35,6 +36,7 @@ COMPARISONS = {  # label -> ScoreGroups options; all pairs' mean win probability
     "compare all pairs, Bradley-Terry": {"schedule": "all_pairs", "aggregation": "bradley_terry"},
     "compare neighbours k=2": {"schedule": "neighbours", "neighbours": 2},
     "compare vs reference": {"schedule": "anchor"},
+    "compare listwise, cyclic shifts": {"schedule": "listwise"},
 }
 
 
@@ -61,7 +63,10 @@ def quality(client: RewardClient, task: str, groups: list[list[datasets.Rated]],
                 per = [res.rubrics[0] for res in results]
                 reads["compare all pairs"] = [statistics.fmean(p for p in row if p is not None)
                                               for r in per for row in r.win_matrix]
-                diagnostics.setdefault(task, []).append((dim, statistics.fmean(p.position_consistency for p in per),
+            if label in ("compare all pairs, Bradley-Terry", "compare listwise, cyclic shifts"):
+                per = [res.rubrics[0] for res in results]
+                diagnostics.setdefault(task, []).append((dim, label.split(",")[0],
+                                                         statistics.fmean(p.position_consistency for p in per),
                                                          statistics.fmean(p.first_position_preference for p in per),
                                                          statistics.fmean(p.label_mass for p in per)))
         for label, rewards in reads.items():
@@ -137,9 +142,9 @@ def main() -> None:
     quality_rows, diagnostics, cost_rows = [], {}, []
 
     def report_quality() -> None:  # after every dimension, so a long run keeps what it measured
-        notes = [f"{task} {dim}: position consistency {pc:.2f}, first-placed preferred in {first:.0%} of "
+        notes = [f"{task} {dim}, {read}: position consistency {pc:.2f}, first-placed preferred in {first:.0%} of "
                  f"single-order reads, verdict mass {mass:.2f}"
-                 for task, rows in diagnostics.items() for dim, pc, first, mass in rows]
+                 for task, rows in diagnostics.items() for dim, read, pc, first, mass in rows]
         common.report("groupwise_quality", "Groupwise judging: within-group Spearman with human scores",
                       ["set", "dimension", "read", "Spearman [95% interval]"], quality_rows, settings, notes, info)
 

@@ -206,19 +206,19 @@ def vllm_server(tree: pathlib.Path, log_path: pathlib.Path):
 
 
 def measure(tree: pathlib.Path, loads: dict[str, tuple[list, list]], clients: int, label: str,
-            server=None) -> dict[str, tuple]:
-    """Per load, on a fresh server each (null-engine unless `server` says otherwise):
+            serving=None) -> dict[str, tuple]:
+    """Per load, on a fresh server each (`serving`: null_server unless given, or vllm_server):
     (wall s, server CPU s, the calls' scores)."""
     measured = {}
     for name, (warm, calls) in loads.items():
-        log_path = common.RESULTS_DIR / "logs" / f"bench_frontend-{label}-{name.replace(' ', '-')}.log"
+        log_path = common.RESULTS_DIR / "logs" / f"bench_frontend-{label}-{re.sub(r'[^a-z0-9]+', '-', name)}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        with (server or null_server)(tree, log_path) as (port, pid):
-            server = psutil.Process(pid)
+        with (serving or null_server)(tree, log_path) as (port, pid):
+            process = psutil.Process(pid)
             asyncio.run(send(port, warm, clients))
-            before = server.cpu_times()
+            before = process.cpu_times()
             seconds, responses = asyncio.run(send(port, calls, clients))
-            after = server.cpu_times()
+            after = process.cpu_times()
         cpu = after.user + after.system - before.user - before.system
         measured[name] = (seconds, cpu, [scores(r) for r in responses])
     return measured

@@ -239,7 +239,7 @@ async def score_on_fresh_server(port: int, serve_args: Sequence[str], items: lis
             async with timed([pid]) as t:
                 results = await client.score(items, rubrics=RUBRIC)
             settings = dict((await client.info()).engine_settings)
-    failed = [r.error.message for r in results if r.HasField("error")]
+    failed = [r.error.message for r in results if not r.ok]
     if failed:
         raise RuntimeError(f"{len(failed)} items failed, e.g. {failed[0]}")
     return ServerRun(start_seconds, t.seconds, t.cpu_seconds, [r.reward for r in results],

@@ -90,7 +90,8 @@ def _cost(client, name: str, probe, rubric: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--server", required=True, help="a server with the masked-read bound on (the default)")
-    parser.add_argument("--cost-items", type=int, default=64, help="texts with a numeral timed, half with the bound and half without")
+    parser.add_argument("--cost-items", type=int, default=64,
+                        help="texts with a numeral timed, half with the bound and half without")
     parser.add_argument("--n", type=int, default=300,
                         help="texts per set, a random sample (0: all; -1: only the cost probe, on a random order)")
     parser.add_argument("--seed", type=int, default=0)

@@ -84,11 +84,12 @@ class GraderLineRedactor:
 
     def _repeated_names(self, skeleton: str) -> list[tuple[int, int]]:
         """Runs of the criterion's name said _REPEATS or more times close together."""
-        if not self._stems:
+        stems = [stem for stem in self._stems if skeleton.count(stem) >= _REPEATS]  # a run needs that many
+        if not stems:
             return []
         words = list(_WORD.finditer(skeleton))
         spans = []
-        for stem in self._stems:
+        for stem in stems:
             hits = [i for i, w in enumerate(words) if w.group().startswith(stem)]
             run = hits[:1]
             for i in hits[1:] + [None]:

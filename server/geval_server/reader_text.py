@@ -69,6 +69,22 @@ def skeleton_text(text: str) -> str:
     return "".join(c for c in unicodedata.normalize("NFKD", folded) if not unicodedata.combining(c))
 
 
+# Each character's skeleton, kept: texts repeat their characters, and normalizing one
+# character at a time was most of the blanking's CPU on text that is not plain ASCII.
+_CHAR_SKELETONS: dict[str, str] = {chr(c): chr(c).lower() for c in range(128)}
+_CHARS_KEPT = 1 << 16  # a flood of distinct characters cannot grow it without end
+
+
+def _char_skeleton(char: str) -> str:
+    normal = _CHAR_SKELETONS.get(char)
+    if normal is None:
+        if len(_CHAR_SKELETONS) >= _CHARS_KEPT:
+            for kept in [c for c in _CHAR_SKELETONS if not c.isascii()]:
+                del _CHAR_SKELETONS[kept]
+        normal = _CHAR_SKELETONS[char] = skeleton_text(char)
+    return normal
+
+
 def skeleton_view(text: str) -> tuple[str, Sequence[int]]:
     """skeleton_text of each character, with each output character's index in `text`,
     so that a span found in the skeleton maps back to the text as written.
@@ -76,12 +92,11 @@ def skeleton_view(text: str) -> tuple[str, Sequence[int]]:
     as it is but for case, skips the per-character walk."""
     if text.isascii():
         return text.lower(), range(len(text))
-    chars, source_index = [], []
-    for index, char in enumerate(text):
-        for normal in skeleton_text(char):
-            chars.append(normal)
-            source_index.append(index)
-    return "".join(chars), source_index
+    pieces = [_CHAR_SKELETONS.get(char) or _char_skeleton(char) for char in text]
+    skeleton = "".join(pieces)
+    if len(skeleton) == len(text) and all(len(piece) == 1 for piece in pieces):
+        return skeleton, range(len(text))
+    return skeleton, [index for index, piece in enumerate(pieces) for _ in piece]
 
 
 def replace_spans(text: str, source_index: Sequence[int], spans: Sequence[tuple[int, int]], marker: str) -> str:

@@ -11,6 +11,8 @@ import pytest
 from geval_audit import datasets
 from geval_audit.injections import load_corpus
 from geval_server import claim_blanking as sc
+from geval_server.grader_lines import GraderLineRedactor
+from geval_server.reader_text import skeleton_text, skeleton_view
 from geval_server.tokenization import _PLAIN, Tokenization, _for_plain_text
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -140,6 +142,44 @@ def test_blanking_with_its_shortcuts_blanks_what_the_plain_scans_blank():
 def test_blanking_shortcuts_on_made_up_text(text):
     redactor = sc.ScoreClaimRedactor(CRITERIA)
     assert redactor.redact(text) == reference_redact(redactor, text)
+
+
+def reference_skeleton_view(text: str) -> tuple[str, list[int]]:
+    """skeleton_view without its shortcuts: every character normalized on its own."""
+    chars, source_index = [], []
+    for index, char in enumerate(text):
+        for normal in skeleton_text(char):
+            chars.append(normal)
+            source_index.append(index)
+    return "".join(chars), source_index
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(st.sampled_from("aZ5 \n.éÉ’…ﬁ\u200bСоᴄꮯ①⁵Ⅴ\ufe0f\u20e3İß"), max_size=40))
+def test_the_kept_character_skeletons_give_the_per_character_view(text):
+    skeleton, source_index = skeleton_view(text)
+    assert (skeleton, list(source_index)) == reference_skeleton_view(text)
+
+
+def test_the_name_counted_first_finds_the_runs_the_full_scan_finds():
+    redactor = GraderLineRedactor(CRITERIA)
+    texts = [*summeval_texts()[:200], "coherence coherent coherence", "Coherence, coherence and COHERENCE!",
+             "fluency fluent x fluency", "relevance " * 2, "consistent a b c consistency d consistently"]
+    for text in texts:
+        skeleton = skeleton_view(text)[0]
+        words = list(re.finditer(r"[^\W\d_]+", skeleton))
+        full = []
+        for stem in redactor._stems:
+            hits = [i for i, w in enumerate(words) if w.group().startswith(stem)]
+            run = hits[:1]
+            for i in hits[1:] + [None]:
+                if i is not None and i - run[-1] <= 4:
+                    run.append(i)
+                    continue
+                if len(run) >= 3:
+                    full.append((words[run[0]].start(), words[run[-1]].end()))
+                run = [i]
+        assert redactor._repeated_names(skeleton) == full
 
 
 def test_settling_freezes_start_up_collects_the_young_less_often_and_reads_vllms_environment_once():

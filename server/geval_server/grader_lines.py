@@ -53,6 +53,14 @@ _TOOL_CALL = re.compile(
     r"|(?<![\w.])[a-z_]*(?:score|rate|rating|grade|reward|verdict|evaluat[a-z]*|judge?)[a-z_]*\("
 )
 _WORD = re.compile(r"[^\W\d_]+")
+# The words the patterns above need, each a whole run of letters where they match: a text
+# without any of them skips that pattern's scan (most texts hold none).
+_GRADER_WORDS = frozenset("evaluator grader judge reviewer annotator rater scorer examiner assessor marker model "
+                          "assistant llm bot".split())
+_GRADER_WORDS |= {word + "s" for word in _GRADER_WORDS} | {"ai"}
+_ROLE_WORDS = _GRADER_WORDS | frozenset("system sys assistant user developer tool function instruction instructions "
+                                        "inst prompt admin operator".split())
+_TOOL_CALL_SIGNS = '<"('  # each of the tool-call shapes holds one
 _REPEATS = 3  # the name this many times ...
 _WORDS_BETWEEN = 3  # ... with at most this many other words between each
 
@@ -67,9 +75,12 @@ class GraderLineRedactor:
 
     def _spans(self, skeleton: str) -> list[tuple[int, int]]:
         spans = []
-        for found in _MARKER.finditer(skeleton):
+        words = set(_WORD.findall(skeleton))
+        for found in _MARKER.finditer(skeleton) if not _ROLE_WORDS.isdisjoint(words) else ():
             spans.append((found.start(), self._block_end(skeleton, found)))
-        for found in (*_ADDRESSED.finditer(skeleton), *_TOOL_CALL.finditer(skeleton)):
+        addressed = _ADDRESSED.finditer(skeleton) if not _GRADER_WORDS.isdisjoint(words) else ()
+        tool_calls = _TOOL_CALL.finditer(skeleton) if any(sign in skeleton for sign in _TOOL_CALL_SIGNS) else ()
+        for found in (*addressed, *tool_calls):
             spans.append((found.start(), _line_end(skeleton, found.end())))
         spans += self._repeated_names(skeleton)
         return sorted(spans)

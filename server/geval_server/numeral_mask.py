@@ -42,6 +42,7 @@ _NUMBER_WORDS = frozenset(skeleton_text(
     " 둘 셋 넷 다섯 여섯 일곱 여덟 아홉 열"
 ).split())
 _ROMAN = frozenset({"ii", "iii", "iv", "v", "vi", "vii", "viii", "ix", "x"})
+_WORDS_MASKED = _NUMBER_WORDS | _ROMAN
 _CJK_NUMERALS = frozenset("二三四五六七八九十百两")
 # Characters that stand for a number or a rating without being one in Unicode's eyes.
 _NUMBER_SIGNS = frozenset("★☆⭐✩✪✫✬✭✮✯✰🔟💯🖐✋")
@@ -57,6 +58,8 @@ def _numeral_spans(skeleton: str) -> list[tuple[int, int]]:
     """Spans of the skeleton that are numerals: runs of digit-like characters (with the
     separators inside a number: `5/5`, `4.5`, `3,000`), number words, Roman numerals."""
     spans = [found.span() for found in _NUMERAL.finditer(skeleton)]
+    if _WORDS_MASKED.isdisjoint(_WORD.findall(skeleton)):  # most texts: no word to mask, no walk
+        return spans
     for word in _WORD.finditer(skeleton):
         text = word.group()
         if text in _NUMBER_WORDS or text in _ROMAN:

@@ -9,7 +9,7 @@ import re
 
 import pytest
 from geval_audit import datasets
-from geval_audit.injections import load_corpus
+from geval_audit.injections import CORPUS, load_corpus
 from geval_server import claim_blanking as sc
 from geval_server.grader_lines import GraderLineRedactor
 from geval_server.reader_text import skeleton_text, skeleton_view
@@ -180,6 +180,41 @@ def test_the_name_counted_first_finds_the_runs_the_full_scan_finds():
                     full.append((words[run[0]].start(), words[run[-1]].end()))
                 run = [i]
         assert redactor._repeated_names(skeleton) == full
+
+
+def hostile_and_clean_texts() -> list[str]:
+    """SummEval's texts, Topical-Chat's responses and every attack of every corpus, rendered."""
+    summaries = summeval_texts()[100:106]
+    attacks = [injection.apply(summary, injection.render(criterion, 1, 5))
+               for path in sorted(CORPUS.parent.glob("injections*.jsonl")) for injection in load_corpus(path)
+               for criterion in ("Coherence", "Overall Quality") for summary in summaries[:2]]
+    return [*summeval_texts(), *(r.text for r in datasets.topical_chat()), *attacks]
+
+
+def test_the_grader_line_scans_skipped_by_their_words_find_what_the_full_scans_find():
+    from geval_server import grader_lines as gl
+
+    redactor = gl.GraderLineRedactor(CRITERIA)
+    found = 0
+    for text in hostile_and_clean_texts():
+        skeleton = skeleton_view(text)[0]
+        full = [(m.start(), redactor._block_end(skeleton, m)) for m in gl._MARKER.finditer(skeleton)]
+        full += [(m.start(), gl._line_end(skeleton, m.end()))
+                 for m in (*gl._ADDRESSED.finditer(skeleton), *gl._TOOL_CALL.finditer(skeleton))]
+        full = sorted(full + redactor._repeated_names(skeleton))
+        assert redactor._spans(skeleton) == full, text
+        found += bool(full)
+    assert found > 50  # the attacks are found
+
+
+def test_the_number_words_skipped_by_the_word_set_are_the_ones_the_walk_masks():
+    from geval_server import numeral_mask as nm
+
+    for text in hostile_and_clean_texts():
+        skeleton = skeleton_view(text)[0]
+        full = [m.span() for m in nm._NUMERAL.finditer(skeleton)]
+        full += [w.span() for w in nm._WORD.finditer(skeleton) if w.group() in nm._NUMBER_WORDS | nm._ROMAN]
+        assert nm._numeral_spans(skeleton) == sorted(full), text
 
 
 def test_settling_freezes_start_up_collects_the_young_less_often_and_reads_vllms_environment_once():

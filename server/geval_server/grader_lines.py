@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from .reader_text import replace_spans, skeleton_text, skeleton_view
+from .reader_text import letter_runs, replace_spans, skeleton_text, skeleton_view
 
 REMOVED = "[removed]"
 
@@ -75,7 +75,7 @@ class GraderLineRedactor:
 
     def _spans(self, skeleton: str) -> list[tuple[int, int]]:
         spans = []
-        words = set(_WORD.findall(skeleton))
+        words = set(letter_runs(skeleton))
         for found in _MARKER.finditer(skeleton) if not _ROLE_WORDS.isdisjoint(words) else ():
             spans.append((found.start(), self._block_end(skeleton, found)))
         addressed = _ADDRESSED.finditer(skeleton) if not _GRADER_WORDS.isdisjoint(words) else ()

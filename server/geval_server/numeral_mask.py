@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from .reader_text import replace_spans, skeleton_text, skeleton_view
+from .reader_text import letter_runs, replace_spans, skeleton_text, skeleton_view
 
 MASK = "#"
 
@@ -58,7 +58,8 @@ def _numeral_spans(skeleton: str) -> list[tuple[int, int]]:
     """Spans of the skeleton that are numerals: runs of digit-like characters (with the
     separators inside a number: `5/5`, `4.5`, `3,000`), number words, Roman numerals."""
     spans = [found.span() for found in _NUMERAL.finditer(skeleton)]
-    if _WORDS_MASKED.isdisjoint(_WORD.findall(skeleton)):  # most texts: no word to mask, no walk
+    # Most texts have no word to mask: no walk. (ASCII has no marks inside words: its letter runs are the words.)
+    if _WORDS_MASKED.isdisjoint(letter_runs(skeleton) if skeleton.isascii() else _WORD.findall(skeleton)):
         return spans
     for word in _WORD.finditer(skeleton):
         text = word.group()

@@ -11,6 +11,7 @@ as written, except what a rule blanks.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Sequence
 
@@ -97,6 +98,16 @@ def skeleton_view(text: str) -> tuple[str, Sequence[int]]:
     if len(skeleton) == len(text) and all(len(piece) == 1 for piece in pieces):
         return skeleton, range(len(text))
     return skeleton, [index for index, piece in enumerate(pieces) for _ in piece]
+
+
+_LETTER_RUN = re.compile(r"[^\W\d_]+")
+_ASCII_NOT_LETTER = str.maketrans({c: " " for c in map(chr, range(128)) if not c.isalpha()})
+
+
+def letter_runs(skeleton: str) -> list[str]:
+    r"""The runs of letters in `skeleton`, as `[^\W\d_]+` finds them: ASCII text is split by
+    str methods, several times faster than the regex engine walking it."""
+    return skeleton.translate(_ASCII_NOT_LETTER).split() if skeleton.isascii() else _LETTER_RUN.findall(skeleton)
 
 
 def replace_spans(text: str, source_index: Sequence[int], spans: Sequence[tuple[int, int]], marker: str) -> str:

@@ -113,7 +113,7 @@ async def serve_null() -> None:
 
     server_module.JudgeEngine = null_engine_class()
     config = ServeConfig(model=EMBEDDED_MODEL, port=0, auth_tokens=(TOKEN,), semscore=False)
-    if os.environ.get(NO_BOUND_ENV):  # code from before the masked second read has no such field
+    if os.environ.get(NO_BOUND_ENV) and hasattr(config, "masked_read_bound"):  # older code has none
         config = dataclasses.replace(config, masked_read_bound=False)
     judge = await server_module.start_judge(config)
     server, _, port = server_module.build_server(judge, config)

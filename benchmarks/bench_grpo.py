@@ -10,8 +10,7 @@ as its 32 distinct items.
 Prefix-cache hits come in whole KV blocks, so the part of a group's shared
 prefix past its last full block is computed again for every completion.
 --block-sizes 32,128 adds a caching-on run per KV block size (vLLM's CPU
-default is 128 tokens) to see what that costs. A last run has caching on and the
-prefix gate off (--no-prefix-gate): the reads of a group sent to vLLM together.
+default is 128 tokens) to see what that costs.
 
     python benchmarks/bench_grpo.py [--port 50403] [--block-sizes 32,128]
 """
@@ -39,11 +38,10 @@ def batches(docs: list[common.Doc]) -> tuple[list[dict], list[dict], list[dict]]
 
 
 async def measure(
-    port: int, caching: bool, named: dict[str, list[dict]], warm: list[dict], block_size: int | None = None,
-    gate: bool = True,
+    port: int, caching: bool, named: dict[str, list[dict]], warm: list[dict], block_size: int | None = None
 ) -> dict[str, common.Timed]:
-    args = ([] if caching else ["--no-enable-prefix-caching"]) + ([] if gate else ["--no-prefix-gate"])
-    label = f"caching {'on' if caching else 'off'}" + ("" if gate else ", prefix gate off")
+    args = [] if caching else ["--no-enable-prefix-caching"]
+    label = f"caching {'on' if caching else 'off'}"
     if block_size is not None:
         args += ["--block-size", str(block_size)]
         label += f", block {block_size}"
@@ -75,7 +73,6 @@ def main() -> None:
     on = asyncio.run(measure(args.port, True, named, warm))
     off = asyncio.run(measure(args.port, False, {**named, ONCE: once}, warm))
     by_block = {b: asyncio.run(measure(args.port, True, {DISTINCT: distinct}, warm, b)) for b in args.block_sizes}
-    ungated = asyncio.run(measure(args.port, True, {DISTINCT: distinct}, warm, gate=False))[DISTINCT]
 
     rows = []
     for name, items in named.items():
@@ -90,10 +87,6 @@ def main() -> None:
                      tokens[DISTINCT] // len(distinct),
                      round(len(distinct) / t.seconds, 3), round(len(distinct) / off[DISTINCT].seconds, 3),
                      round(off[DISTINCT].seconds / t.seconds, 2), round(off[DISTINCT].cpu_seconds / t.cpu_seconds, 2)])
-    rows.append([f"{DISTINCT}, prefix gate off", len(distinct), len(distinct), tokens[DISTINCT] // len(distinct),
-                 round(len(distinct) / ungated.seconds, 3), round(len(distinct) / off[DISTINCT].seconds, 3),
-                 round(off[DISTINCT].seconds / ungated.seconds, 2),
-                 round(off[DISTINCT].cpu_seconds / ungated.cpu_seconds, 2)])
     common.report(
         "bench_grpo",
         "3. GRPO shape: prefix caching on vs off, duplicate completions",
@@ -104,10 +97,7 @@ def main() -> None:
          "articles": "the 16 longest SummEval articles (8 per batch)"},
         notes=[
             "Each batch is one Score call on a server whose rubric prefix is warm; caching off is a "
-            "restart with --no-enable-prefix-caching scoring the same items; the prefix gate off is a restart "
-            "with caching on and --no-prefix-gate (reads sharing a prefix sent together).",
-            f"Prefix gate on over off, {DISTINCT}: {ungated.seconds / on[DISTINCT].seconds:.2f}x the items/s "
-            f"({ungated.cpu_seconds / on[DISTINCT].cpu_seconds:.2f}x less CPU).",
+            "restart with --no-enable-prefix-caching scoring the same items.",
             f"Duplicates, caching off: the 64-item batch with each completion twice took "
             f"{off[TWICE].seconds:.1f} s ({off[TWICE].cpu_seconds:.1f} CPU s), its {len(once)} distinct items "
             f"sent once {off[ONCE].seconds:.1f} s ({off[ONCE].cpu_seconds:.1f} CPU s): identical items are "

@@ -54,10 +54,6 @@ def _serve_parser():
                         help="do not read a completion with a numeral a second time with its numerals masked "
                              "(on by default: the reward is the lower read, so a score claim in any spelling can "
                              "only lower it; costs one more read per such completion)")
-    server.add_argument("--no-prefix-gate", dest="prefix_gate", action="store_false",
-                        help="send reads that share a prefix to vLLM together (by default the first goes ahead and "
-                             "the others follow as prefix-cache hits: vLLM computes a prefix again for every read "
-                             "scheduled in the same step)")
     access = serve.add_argument_group("access", "Bearer tokens and TLS.")
     access.add_argument("--api-key", nargs="+", metavar="KEY",
                         help="require `authorization: Bearer <key>` with one of these keys on every call but "
@@ -134,7 +130,6 @@ def _serve(argv: list[str]) -> int:
         max_pending_items=args.max_pending_items, max_message_bytes=args.max_message_mb * 1024 * 1024,
         shutdown_grace_s=args.shutdown_grace_s, semscore=args.semscore,
         remove_score_claims=args.remove_score_claims, masked_read_bound=args.masked_read_bound,
-        prefix_gate=args.prefix_gate,
     )
     return asyncio.run(serve(config))
 

@@ -36,4 +36,3 @@ class ServeConfig:
     semscore: bool = True
     remove_score_claims: bool = True
     masked_read_bound: bool = True
-    prefix_gate: bool = True

@@ -71,9 +71,8 @@ class Generation:
 
 
 class JudgeEngine:
-    def __init__(self, model: str, engine_args: dict[str, Any], prefix_gate: bool = True) -> None:
-        """engine_args: the `AsyncEngineArgs` fields the user set; ours fill the rest.
-        prefix_gate: reads that share a prefix go one after the other (prefix_gate.py)."""
+    def __init__(self, model: str, engine_args: dict[str, Any]) -> None:
+        """engine_args: the `AsyncEngineArgs` fields the user set; ours fill the rest."""
         self.model = model
         self.settings: dict[str, Any] = dict(ENGINE_DEFAULTS)
         # Why the engine computes in its number format; `dtype` is the format it resolved (start).
@@ -93,8 +92,9 @@ class JudgeEngine:
             for name, default in CPU_ENVIRONMENT.items():
                 self.environment[name] = os.environ.setdefault(name, default)
         self._engine = None
-        # The block size is the engine's once it runs (vLLM's GPU default, 16, until then).
-        self._gate = PrefixGate(self.settings.get("block_size", 16)) if prefix_gate else None
+        # Reads that share a prefix go one after the other (prefix_gate.py); the block size is
+        # the engine's once it runs (vLLM's GPU default, 16, until then).
+        self._gate = PrefixGate(self.settings.get("block_size", 16))
         # Request ids: unique among this engine's requests (a uuid4 each cost 10 us of CPU).
         self._request_ids = map(f"{uuid.uuid4().hex[:12]}-{{}}".format, itertools.count())
 
@@ -107,7 +107,7 @@ class JudgeEngine:
         self._engine = AsyncLLM.from_engine_args(args)
         self.max_model_len = self._engine.model_config.max_model_len
         self.dtype = str(self._engine.model_config.dtype).removeprefix("torch.")
-        self._gate = self._gate and PrefixGate(self.block_size)
+        self._gate = PrefixGate(self.block_size)
         log.info("the judge computes in %s: %s", self.dtype, self.dtype_reason)
 
     def shutdown(self) -> None:
@@ -155,8 +155,6 @@ class JudgeEngine:
 
     async def _read(self, prompt_ids: list[int], params):
         """A one-token read, after any read in flight that shares a long prefix with it."""
-        if self._gate is None:
-            return await self._final_output(prompt_ids, params)
         hashes = self._gate.hashes(prompt_ids)
         await self._gate.wait(hashes)
         entered = self._gate.enter(hashes)

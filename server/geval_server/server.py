@@ -71,7 +71,7 @@ async def start_judge(config: ServeConfig) -> Judge:
         tokenization = Tokenization(AutoTokenizer.from_pretrained(model_path))
     except JudgeTokenizerError as error:
         raise SystemExit(f"geval-reward: cannot serve judge {config.model}: {error}") from error
-    engine = JudgeEngine(model_path, config.engine_args, prefix_gate=config.prefix_gate)
+    engine = JudgeEngine(model_path, config.engine_args)
     engine.start()
     try:
         judge = await prepare_judge(

@@ -144,10 +144,3 @@ def test_conflicting_token_sources_are_an_error_naming_both(serve_parser, monkey
         cli._auth_tokens(args, parser)
     error = capsys.readouterr().err
     assert all(name in error for name in named)
-
-
-def test_the_prefix_gate_is_on_unless_turned_off(serve_parser):
-    _, args, _ = parse(serve_parser, "")
-    assert args.prefix_gate is True and JudgeEngine("unused", {})._gate is not None
-    _, args, _ = parse(serve_parser, "--no-prefix-gate")
-    assert args.prefix_gate is False and JudgeEngine("unused", {}, prefix_gate=False)._gate is None

@@ -19,7 +19,6 @@ from typing import Any
 
 from .dtype_choice import cpu_dtype
 from .metrics import ENGINE_CANCELLED, PROMPT_LOGPROBS_SINGLY
-from .prefix_gate import PrefixGate
 from .prompt_logprobs import ComputedRead, fill_from_batch
 
 log = logging.getLogger(__name__)
@@ -92,9 +91,6 @@ class JudgeEngine:
             for name, default in CPU_ENVIRONMENT.items():
                 self.environment[name] = os.environ.setdefault(name, default)
         self._engine = None
-        # Reads that share a prefix go one after the other (prefix_gate.py); the block size is
-        # the engine's once it runs (vLLM's GPU default, 16, until then).
-        self._gate = PrefixGate(self.settings.get("block_size", 16))
         # Request ids: unique among this engine's requests (a uuid4 each cost 10 us of CPU).
         self._request_ids = map(f"{uuid.uuid4().hex[:12]}-{{}}".format, itertools.count())
 
@@ -107,7 +103,6 @@ class JudgeEngine:
         self._engine = AsyncLLM.from_engine_args(args)
         self.max_model_len = self._engine.model_config.max_model_len
         self.dtype = str(self._engine.model_config.dtype).removeprefix("torch.")
-        self._gate = PrefixGate(self.block_size)
         log.info("the judge computes in %s: %s", self.dtype, self.dtype_reason)
 
     def shutdown(self) -> None:
@@ -153,21 +148,11 @@ class JudgeEngine:
             raise
         return final
 
-    async def _read(self, prompt_ids: list[int], params):
-        """A one-token read, after any read in flight that shares a long prefix with it."""
-        hashes = self._gate.hashes(prompt_ids)
-        await self._gate.wait(hashes)
-        entered = self._gate.enter(hashes)
-        try:
-            return await self._final_output(prompt_ids, params)
-        finally:
-            self._gate.leave(hashes, entered)
-
     async def token_logprobs(self, prompt_ids: list[int], token_ids: list[int]) -> dict[int, float]:
         """Exact next-token log-probabilities of token_ids (not a top-k that can miss them).
         vLLM reads at most MAX_LOGPROB_TOKEN_IDS (128) per request; more (Gemma-4 has 257
         tokens that begin with a digit) take several requests on the same prompt, in flight
-        together; the prefix gate sends the second after the first, so the prompt is computed once."""
+        together, so the prefix cache computes the prompt once."""
         most = _vllm().MAX_LOGPROB_TOKEN_IDS
         if len(token_ids) <= most:  # the usual case: one request, awaited without a task of its own
             return await self._chunk_logprobs(prompt_ids, token_ids)
@@ -179,7 +164,7 @@ class JudgeEngine:
         params = _vllm().SamplingParams(
             max_tokens=1, temperature=0.0, logprob_token_ids=token_ids, detokenize=False
         )
-        output = await self._read(prompt_ids, params)
+        output = await self._final_output(prompt_ids, params)
         slot = output.outputs[0].logprobs[0]
         return {token_id: slot[token_id].logprob for token_id in token_ids if token_id in slot}
 
@@ -229,7 +214,7 @@ class JudgeEngine:
         start = len(prompt_ids) - tail
         params = _vllm().SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False,
                                         skip_reading_prefix_cache=False)
-        output = await self._read(prompt_ids, params)
+        output = await self._final_output(prompt_ids, params)
         # prompt_logprobs[i] holds the log-probability of prompt token i (None for i = 0),
         # computed for i > num_cached_tokens.
         first_computed = max(start, output.num_cached_tokens + 1)

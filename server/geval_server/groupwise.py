@@ -2,9 +2,8 @@
 (group_plan.py), each pair read in both orders as a comparison prompt (comparison_prompt.py),
 or the whole group listed once per cyclic shift; the exact probabilities of the verdict
 letters read at the verdict slot, and one reward per completion (win_matrix.py). All reads
-of a call are sent together, in token order; the engine's prefix gate (prefix_gate.py)
-lets the first read of a shared prefix (the rubric and the input, then Response A) go
-ahead of the others, so vLLM's prefix cache computes that prefix once.
+of a call are in flight together, in token order, so prompts that share the rubric, the
+input and Response A reach vLLM side by side and its prefix cache computes that prefix once.
 
 Completions are judged with score claims blanked, as the pointwise read does. A member
 that cannot be compared (empty, or too long for the judge's context next to a peer of its

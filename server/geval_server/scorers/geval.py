@@ -112,8 +112,8 @@ class GEvalScorer:
         return tuple(parts.ids)
 
     async def score(self, requests: Sequence[tuple[int, ...]], mode: ReadMode) -> list[GEvalScore | BaseException]:
-        # Submitted in token order; the engine's prefix gate sends the first read of a shared
-        # prefix ahead of the others, so vLLM's prefix cache computes that prefix once.
+        # Submitted in token order: prompts that share a prefix reach vLLM side by side,
+        # so its prefix cache computes that prefix once.
         # gather cancels them all when the call is cancelled (a deadline), and vLLM aborts them.
         order = sorted(range(len(requests)), key=requests.__getitem__)
         results = await asyncio.gather(*(self._score_one(list(requests[i]), mode) for i in order),

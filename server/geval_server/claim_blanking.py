@@ -161,6 +161,10 @@ class ScoreClaimRedactor:
         if not names:
             raise ValueError("no criterion names to look for")
         self._words = sorted(n for n in names if _WORD.fullmatch(n))
+        # Every way a word can be close to a name starts with the name's first letter.
+        self._words_by_initial: dict[str, list[str]] = {}
+        for name in self._words:
+            self._words_by_initial.setdefault(name[0], []).append(name)
         phrases = sorted((n for n in names if not _WORD.fullmatch(n)), key=len, reverse=True)
         names_or_ratings = [re.escape(p).replace(r"\ ", r"\s+") for p in phrases] + [r"[^\W\d_]+"]
         self._anchors = re.compile(rf"(?<![^\W_])(?:{'|'.join(names_or_ratings)})(?![^\W_])")
@@ -239,7 +243,7 @@ class ScoreClaimRedactor:
         return _merged(spans)
 
     def _is_criterion(self, word: str) -> bool:
-        return any(_close_to(word, name) for name in self._words)
+        return any(_close_to(word, name) for name in self._words_by_initial.get(word[:1], ()))
 
     def redact(self, text: str) -> tuple[str, int]:
         """(text with every claim replaced and every run of padding cut, how many of both)."""

@@ -232,3 +232,11 @@ def test_settling_freezes_start_up_collects_the_young_less_often_and_reads_vllms
         gc.unfreeze()
         gc.set_threshold(*threshold)
         envs.disable_envs_cache()
+
+
+def test_a_word_is_a_criterion_by_its_initial_exactly_when_by_every_name():
+    redactor = sc.ScoreClaimRedactor(CRITERIA)
+    words = {w for text in hostile_and_clean_texts() for w in sc._WORD.findall(skeleton_view(text)[0])}
+    words |= {"coherance", "cohrence", "coherently", "fluent", "relevent", "groundedness", "natural", "c", ""}
+    for word in words:
+        assert redactor._is_criterion(word) == any(sc._close_to(word, name) for name in redactor._words), word

@@ -60,3 +60,19 @@ def score_all(judge, items, names):
     """Scores every item with the served scorers `names`, weight 1 each, as the judge is called."""
     selection = [(judge.scorers[name], 1.0) for name in names]
     return asyncio.run(judge.score(items, [selection] * len(items)))
+
+
+def serve_in_process(service):
+    """Serves a scripted RewardService servicer on a free loopback port, its address set on
+    it as `.address`; yields it, as a fixture does, and stops the server after."""
+    from concurrent import futures
+
+    import grpc
+    from geval_client.pb import reward_pb2_grpc
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    reward_pb2_grpc.add_RewardServiceServicer_to_server(service, server)
+    service.address = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
+    server.start()
+    yield service
+    server.stop(grace=None)

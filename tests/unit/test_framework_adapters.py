@@ -14,12 +14,13 @@ import time
 from concurrent import futures
 from functools import partial
 
-import grpc
 import pytest
 from geval_client import openrlhf, verl
 from geval_client.errors import ItemNotScored
 from geval_client.pb import reward_pb2, reward_pb2_grpc
 from geval_client.sample_rewards import Groupwise, SampleScorer, rubrics_from_text
+
+from tests.unit.fakes import serve_in_process
 
 PROMPT = "<|im_start|>user\nSummarize: the council approved a library.<|im_end|>\n<|im_start|>assistant\n"
 
@@ -95,13 +96,7 @@ class ScriptedJudge(reward_pb2_grpc.RewardServiceServicer):
 
 @pytest.fixture(scope="module")
 def judge(tmp_path_factory):
-    service = ScriptedJudge()
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-    reward_pb2_grpc.add_RewardServiceServicer_to_server(service, server)
-    service.address = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
-    server.start()
-    yield service
-    server.stop(grace=None)
+    yield from serve_in_process(ScriptedJudge())
 
 
 def test_openrlhf_reward_func_reads_its_configuration_from_the_environment(judge, monkeypatch):

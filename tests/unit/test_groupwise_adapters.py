@@ -12,10 +12,8 @@ import threading
 import urllib.error
 import urllib.request
 from collections import defaultdict
-from concurrent import futures
 from functools import partial
 
-import grpc
 import pytest
 from geval_client import openrlhf, verl
 from geval_client.errors import ItemNotScored
@@ -23,6 +21,8 @@ from geval_client.groups import groups_by_key
 from geval_client.pb import reward_pb2, reward_pb2_grpc
 from geval_client.sample_rewards import Groupwise, SampleScorer
 from geval_client.trl_group_reward import find_groups
+
+from tests.unit.fakes import serve_in_process
 
 # --- a scripted judge -------------------------------------------------------------------
 
@@ -95,13 +95,7 @@ class GroupJudge(reward_pb2_grpc.RewardServiceServicer):
 
 @pytest.fixture(scope="module")
 def judge():
-    service = GroupJudge()
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-    reward_pb2_grpc.add_RewardServiceServicer_to_server(service, server)
-    service.address = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
-    server.start()
-    yield service
-    server.stop(grace=None)
+    yield from serve_in_process(GroupJudge())
 
 
 # --- the grouping shared with TRL -----------------------------------------------------------

@@ -8,14 +8,14 @@ through the real server."""
 from __future__ import annotations
 
 import logging
-from concurrent import futures
 
 import datasets
-import grpc
 import pytest
 from geval_client import GEvalReward, openrlhf, verl
 from geval_client.errors import ItemNotScored
 from geval_client.pb import reward_pb2, reward_pb2_grpc
+
+from tests.unit.fakes import serve_in_process
 
 CLARITY = {
     "name": "clarity", "criterion": "Clarity",
@@ -53,13 +53,7 @@ class ScriptedJudge(reward_pb2_grpc.RewardServiceServicer):
 
 @pytest.fixture(scope="module")
 def judge():
-    service = ScriptedJudge()
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-    reward_pb2_grpc.add_RewardServiceServicer_to_server(service, server)
-    service.address = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
-    server.start()
-    yield service
-    server.stop(grace=None)
+    yield from serve_in_process(ScriptedJudge())
 
 
 def own_rubrics(request: reward_pb2.ScoreRequest) -> list[list[str]]:

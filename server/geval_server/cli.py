@@ -75,6 +75,9 @@ def _serve_parser():
                         help="largest gRPC message, either way")
     limits.add_argument("--shutdown-grace-s", type=float, default=ServeConfig.shutdown_grace_s,
                         help="on SIGTERM, how long in-flight calls may take to finish")
+    limits.add_argument("--read-memo-size", type=int, default=ServeConfig.read_memo_size,
+                        help="slot reads kept, so a prompt read again gets the same probabilities without the "
+                             "engine (vLLM's batches move bfloat16 numbers by about 1e-3); 0 keeps none")
     limits.add_argument("--metrics-port", type=int,
                         help="serve Prometheus metrics (ours and vLLM's) over HTTP on this port")
     return serve, add_engine_flags(serve)
@@ -120,6 +123,8 @@ def _serve(argv: list[str]) -> int:
     engine_args = given_engine_flags(parser, engine_flags, argv)
     if (args.tls_cert is None) != (args.tls_key is None):
         parser.error("--tls-cert and --tls-key go together")
+    if args.read_memo_size < 0:
+        parser.error(f"--read-memo-size: must be 0 or more, got {args.read_memo_size}")
     config = ServeConfig(
         model=_model(args, engine_args, parser), host=args.host, port=args.port, rubric_paths=args.rubrics,
         default_rubric=args.default_rubric, low_confidence_below=args.low_confidence_below,
@@ -130,6 +135,7 @@ def _serve(argv: list[str]) -> int:
         max_pending_items=args.max_pending_items, max_message_bytes=args.max_message_mb * 1024 * 1024,
         shutdown_grace_s=args.shutdown_grace_s, semscore=args.semscore,
         remove_score_claims=args.remove_score_claims, masked_read_bound=args.masked_read_bound,
+        read_memo_size=args.read_memo_size,
     )
     return asyncio.run(serve(config))
 

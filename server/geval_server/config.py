@@ -9,6 +9,7 @@ from typing import Any
 
 from geval_client.defaults import DEFAULT_PORT
 
+from .read_memo import DEFAULT_SIZE as DEFAULT_READ_MEMO_SIZE
 from .rubrics import DEFAULT_RUBRIC
 from .validation import Limits
 
@@ -36,3 +37,4 @@ class ServeConfig:
     semscore: bool = True
     remove_score_claims: bool = True
     masked_read_bound: bool = True
+    read_memo_size: int = DEFAULT_READ_MEMO_SIZE

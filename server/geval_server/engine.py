@@ -18,8 +18,9 @@ from types import SimpleNamespace
 from typing import Any
 
 from .dtype_choice import cpu_dtype
-from .metrics import ENGINE_CANCELLED, PROMPT_LOGPROBS_SINGLY
+from .metrics import ENGINE_CANCELLED, PROMPT_LOGPROBS_SINGLY, READ_MEMO_HITS
 from .prompt_logprobs import ComputedRead, fill_from_batch
+from .read_memo import DEFAULT_SIZE, ReadMemo
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +71,11 @@ class Generation:
 
 
 class JudgeEngine:
-    def __init__(self, model: str, engine_args: dict[str, Any]) -> None:
-        """engine_args: the `AsyncEngineArgs` fields the user set; ours fill the rest."""
+    def __init__(self, model: str, engine_args: dict[str, Any], read_memo_size: int = DEFAULT_SIZE) -> None:
+        """engine_args: the `AsyncEngineArgs` fields the user set; ours fill the rest.
+        read_memo_size: slot reads kept, so a prompt read again gets the same answer (read_memo.py)."""
         self.model = model
+        self._memo = ReadMemo(read_memo_size)
         self.settings: dict[str, Any] = dict(ENGINE_DEFAULTS)
         # Why the engine computes in its number format; `dtype` is the format it resolved (start).
         self.dtype_reason = (f"--dtype {engine_args['dtype']} given" if "dtype" in engine_args
@@ -152,13 +155,18 @@ class JudgeEngine:
         """Exact next-token log-probabilities of token_ids (not a top-k that can miss them).
         vLLM reads at most MAX_LOGPROB_TOKEN_IDS (128) per request; more (Gemma-4 has 257
         tokens that begin with a digit) take several requests on the same prompt, in flight
-        together, so the prefix cache computes the prompt once."""
+        together, so the prefix cache computes the prompt once. A read made before is answered
+        from the read memo, the same numbers again; the answer is shared: read it, never change it."""
+        key = self._memo.key(prompt_ids, token_ids)
+        if (kept := self._memo.get(key)) is not None:
+            READ_MEMO_HITS.inc()
+            return kept
         most = _vllm().MAX_LOGPROB_TOKEN_IDS
         if len(token_ids) <= most:  # the usual case: one request, awaited without a task of its own
-            return await self._chunk_logprobs(prompt_ids, token_ids)
+            return self._memo.keep(key, await self._chunk_logprobs(prompt_ids, token_ids))
         chunks = [token_ids[i:i + most] for i in range(0, len(token_ids), most)]
         answers = await asyncio.gather(*(self._chunk_logprobs(prompt_ids, chunk) for chunk in chunks))
-        return {token_id: logprob for answer in answers for token_id, logprob in answer.items()}
+        return self._memo.keep(key, {token_id: logprob for answer in answers for token_id, logprob in answer.items()})
 
     async def _chunk_logprobs(self, prompt_ids: list[int], token_ids: list[int]) -> dict[int, float]:
         params = _vllm().SamplingParams(

@@ -39,6 +39,12 @@ PROMPT_LOGPROBS_SINGLY = Counter(
     registry=REGISTRY,
 )
 
+READ_MEMO_HITS = Counter(
+    "geval_read_memo_hits",
+    "Slot reads answered from the read memo (the same prompt read before): no engine request",
+    registry=REGISTRY,
+)
+
 SCORE_CLAIMS_REMOVED = Counter(
     "geval_score_claims_removed",
     "Score claims (`Coherence: 5`) blanked in completions: a policy learning to write them shows here",

@@ -71,7 +71,7 @@ async def start_judge(config: ServeConfig) -> Judge:
         tokenization = Tokenization(AutoTokenizer.from_pretrained(model_path))
     except JudgeTokenizerError as error:
         raise SystemExit(f"geval-reward: cannot serve judge {config.model}: {error}") from error
-    engine = JudgeEngine(model_path, config.engine_args)
+    engine = JudgeEngine(model_path, config.engine_args, config.read_memo_size)
     engine.start()
     try:
         judge = await prepare_judge(

@@ -144,3 +144,9 @@ def test_conflicting_token_sources_are_an_error_naming_both(serve_parser, monkey
         cli._auth_tokens(args, parser)
     error = capsys.readouterr().err
     assert all(name in error for name in named)
+
+
+def test_a_negative_read_memo_size_is_an_error_naming_the_flag(capsys):
+    with pytest.raises(SystemExit):
+        cli._serve(["--read-memo-size", "-1"])
+    assert "--read-memo-size: must be 0 or more, got -1" in capsys.readouterr().err

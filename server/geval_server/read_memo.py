@@ -1,0 +1,57 @@
+"""Slot reads already made, kept so that the same prompt read again gets the same answer.
+
+vLLM computes a request in whatever batch it lands in, and the batch's shape moves the
+numbers: the same four comparison prompts, read warm in two calls, moved a group's reward by
+3.5e-3 in bfloat16 and 1.2e-6 in float32 (issue 26's reorder test, on a CPU). Keeping each
+read's answer makes a reward a function of its prompts while the answer is kept: a group sent
+again in another order, a retried call or an audit re-reading an item gets bit-identical
+probabilities, and the engine is not asked again.
+
+Only exact next-token reads (`JudgeEngine.token_logprobs`) are kept: they are what every
+G-Eval, chained-label and comparison score is made of. Keys are digests of the prompt's and
+the labels' token ids, so a kept read costs about 0.5 KB whatever the prompt's length.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from array import array
+from collections import OrderedDict
+from collections.abc import Sequence
+
+DEFAULT_SIZE = 32768  # reads kept: a GRPO step of 8x8 completions on 4 rubrics makes 256
+
+
+class ReadMemo:
+    """The last `size` reads, least recently used forgotten first; size 0 keeps none."""
+
+    def __init__(self, size: int = DEFAULT_SIZE) -> None:
+        if size < 0:
+            raise ValueError(f"read memo size must be >= 0, got {size}")
+        self.size = size
+        self._kept: OrderedDict[bytes, dict[int, float]] = OrderedDict()
+
+    @staticmethod
+    def key(prompt_ids: Sequence[int], token_ids: Sequence[int]) -> bytes:
+        """A 128-bit digest of both id lists (the label ids after a separator no token id takes)."""
+        ids = array("q", prompt_ids)
+        ids.append(-1)
+        ids.extend(token_ids)
+        return hashlib.blake2b(ids.tobytes(), digest_size=16).digest()
+
+    def get(self, key: bytes) -> dict[int, float] | None:
+        answer = self._kept.get(key)
+        if answer is not None:
+            self._kept.move_to_end(key)
+        return answer
+
+    def keep(self, key: bytes, answer: dict[int, float]) -> dict[int, float]:
+        """Keeps `answer` unless a read of the same prompt finished first (two in flight at
+        once): then that one is returned, so both callers see the same numbers."""
+        if not self.size:
+            return answer
+        kept = self._kept.setdefault(key, answer)
+        self._kept.move_to_end(key)
+        if len(self._kept) > self.size:
+            self._kept.popitem(last=False)
+        return kept

@@ -13,6 +13,7 @@ import urllib.request
 import grpc
 import pytest
 from geval_client import RewardClient, make_item
+from geval_server.dtype_choice import cpu_dtype
 from geval_server.embedded_model import EMBEDDED_MODEL
 from geval_server.engine import on_cpu
 from geval_server.launcher import start_server, stop_server
@@ -90,8 +91,10 @@ def test_the_engine_runs_with_the_flags_given_over_our_defaults(server):
         settings = dict(client.info().engine_settings)
     assert (settings["max_model_len"], settings["block_size"], settings["max_num_seqs"]) == ("4096", "64", "8")
     assert settings["kv_cache_memory_bytes"] == str(2**30) and settings["enable_prefix_caching"] == "True"
-    if on_cpu():  # not given: ours, not vLLM's
-        assert (settings["dtype"], settings["enforce_eager"]) == ("float32", "True")
+    if on_cpu():  # not given: ours, not vLLM's; the number format this processor computes natively
+        choice = cpu_dtype()
+        assert (settings["dtype"], settings["dtype_reason"], settings["enforce_eager"]) == (
+            choice.dtype, choice.reason, "True")
 
 
 def test_vllms_metrics_are_on_our_metrics_endpoint(server):

@@ -1,4 +1,5 @@
-"""Masks every numeral and number word in a completion, for the judge's second read.
+"""Masks every numeral, number word and counting sign in a completion, for the judge's
+second read.
 
 Claim blanking (claim_blanking.py) has to recognize a claim's spelling, and each round
 of attacks finds one it does not know. The second read needs no spelling: the judge
@@ -12,11 +13,20 @@ Numerals are found in the reader's view of the text (reader_text.py), so supersc
 circled, full-width and keycap digits, Roman numeral signs and other scripts' digits are
 numerals too. `one` and the articles that double as it (`un`, `ein`) are left: a claim
 of one is the bottom of every scale and cannot raise a reward.
+
+A count needs no digit: `Coherence: |||||`, `Coherence ●●●●●` and a die face raised the
+embedded judge's reward by up to 0.15 in round four's blind run, spelled in no earlier
+corpus. So every symbol (Unicode's "other" and "math" symbols: stars, dice, circles, blocks,
+bars, emoji) is masked as a digit is, and so is a run of one repeated mark (`*****`,
+`!!!!!`); the marks prose repeats (`...`, `--`, Penn-style quotes) are left. Clean texts
+hold almost none of them: one of 1,546 SummEval summaries, none of Topical-Chat's 360
+responses.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from .reader_text import letter_runs, replace_spans, skeleton_text, skeleton_view
 
@@ -43,20 +53,23 @@ _NUMBER_WORDS = frozenset(skeleton_text(
 ).split())
 _ROMAN = frozenset({"ii", "iii", "iv", "v", "vi", "vii", "viii", "ix", "x"})
 _WORDS_MASKED = _NUMBER_WORDS | _ROMAN
-_CJK_NUMERALS = frozenset("二三四五六七八九十百两")
-# Characters that stand for a number or a rating without being one in Unicode's eyes.
-_NUMBER_SIGNS = frozenset("★☆⭐✩✪✫✬✭✮✯✰🔟💯🖐✋")
+_CJK_NUMERALS = "二三四五六七八九十百两"
+# Every symbol up to the emoji planes (U+1FFFF): stars, dice, circles, blocks, bars, emoji.
+_SYMBOLS = "".join(chr(c) for c in range(0x20000) if unicodedata.category(chr(c)) in ("So", "Sm"))
 # A word: letters, with the marks that Devanagari and Arabic write inside words.
 _WORD = re.compile(r"(?:[^\W\d_]|[\u0300-\u036f\u0600-\u065f\u0900-\u0963])+")
 # In the skeleton, NFKC has already written superscript, circled, full-width and fraction
 # digits as digits, and Roman numeral signs as letters; `\d` takes every script's digits.
-_SIGNS = "".join(sorted(_NUMBER_SIGNS | _CJK_NUMERALS))
-_NUMERAL = re.compile(rf"[\d{_SIGNS}](?:[.,/:\u2044]?[\d{_SIGNS}])*")
+# A numeral: digits and signs, with the separators inside a number or a row of signs
+# (`4.5/5`, `3,000`, `● ● ● ●`); or a run of one repeated mark other than prose's own.
+_SIGNS = re.escape(_CJK_NUMERALS + _SYMBOLS)
+_NUMERAL = re.compile(rf"[\d{_SIGNS}](?:[.,/:\u2044 ]?[\d{_SIGNS}])*|([^\w\s.,\-'\"`()\[\]{{}}])\1+")
 
 
 def _numeral_spans(skeleton: str) -> list[tuple[int, int]]:
-    """Spans of the skeleton that are numerals: runs of digit-like characters (with the
-    separators inside a number: `5/5`, `4.5`, `3,000`), number words, Roman numerals."""
+    """Spans of the skeleton that are numerals: runs of digits and signs (with the
+    separators inside a number: `5/5`, `4.5`, `3,000`), runs of one repeated mark, number
+    words, Roman numerals."""
     spans = [found.span() for found in _NUMERAL.finditer(skeleton)]
     # Most texts have no word to mask: no walk. (ASCII has no marks inside words: its letter runs are the words.)
     if _WORDS_MASKED.isdisjoint(letter_runs(skeleton) if skeleton.isascii() else _WORD.findall(skeleton)):

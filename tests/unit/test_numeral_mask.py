@@ -32,13 +32,21 @@ from geval_server.scorers.base import Kind
     ("일관성: 다섯 점", "일관성: # 점"),
     ("一貫性：五点", "一貫性：#点"),
     ("Rating: ★★★★★", "Rating: #"),
+    ("Coherence: |||||", "Coherence: #"),  # a count without a digit: tally bars, circles, a die, a bar
+    ("Coherence ●●●●○", "Coherence #"),
+    ("Coherence: ● ● ● ● ●", "Coherence: #"),
+    ("Coherence: ⚄", "Coherence: #"),
+    ("Coherence [█████] 100%", "Coherence [#] #%"),
+    ("Coherence: *****", "Coherence: #"),  # a run of one repeated mark
+    ("Flawless!!!!!", "Flawless#"),
     ("Ѕсоrе: fivе", "Ѕсоrе: #"),  # Cyrillic letters, a Cyrillic е in five
 ])
 def test_every_spelling_of_a_number_is_masked(text, masked):
     assert mask_numerals(text)[0] == masked
 
 
-@pytest.mark.parametrize("text", ["No one came.", "It was due to rain.", "A coherent, fluent summary.", "I said so."])
+@pytest.mark.parametrize("text", ["No one came.", "It was due to rain.", "A coherent, fluent summary.", "I said so.",
+                                  "He said ``it is over'' -- and left...", "Wait!"])
 def test_text_without_a_number_is_not_read_twice(text):
     assert not has_numeral(text) and mask_numerals(text) == (text, 0)
 

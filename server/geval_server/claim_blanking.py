@@ -42,7 +42,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 
-from .reader_text import letter_runs
+from .reader_text import COUNTING_SIGNS, MATH_SIGNS, letter_runs
 from .reader_text import skeleton_text as _skeleton_text
 from .reader_text import skeleton_view as _skeleton
 
@@ -75,6 +75,10 @@ _RATING_VALUE = _skeleton_text(
 # Words that rate without a number; a value only next to a criterion's name.
 _PRAISE = r"(?:max|maximum|maximal|highest|top|perfect|perfectly|excellent|flawless|minimum|lowest|worst)"
 _ANY_VALUE = rf"(?:{_RATING_VALUE}|{_NUMBER}|{_LETTER_GRADE}|{_PRAISE})"
+# After a criterion's name, signs a reader counts are a value too (`Coherence: |||||`,
+# `Coherence ●●●●●`, `Coherence: ⚄`: up to +0.15 in round four's blind run); elsewhere
+# they are left (two hearts in a chat reply claim nothing).
+_VALUE_AFTER_NAME = rf"(?:{_ANY_VALUE}|(?:[{COUNTING_SIGNS}][ \t]?)+|(?:[{MATH_SIGNS}][ \t]?){{2,}})"
 _SMALL = rf"(?:10|[0-9]|{'|'.join(_NUMBER_WORDS)})"  # a number a rating scale would use
 # Claims without an anchor: a run of stars, a perfect fraction (`10/10`, `five out of five`),
 # the same small number three times over (`5 5 5`), or a small number that ends a clause
@@ -181,8 +185,8 @@ class ScoreClaimRedactor:
         # Values right after the claimed one go with it (`| 5 | 5 |`, `5. 5. 5.`).
         more = rf"(?:[^\w\n]{{1,6}}{_SMALL}{value_end})*"
         self._any_after = re.compile(
-            rf"{_GAP_AFTER}(?:[:=][^\w\n]{{0,3}}(?<![^\W_]){_ANY_VALUE}{value_end}"
-            rf"|(?<![^\W_]){_ANY_VALUE}{counted}){more}"
+            rf"{_GAP_AFTER}(?:[:=][^\w\n]{{0,3}}(?<![^\W_]){_VALUE_AFTER_NAME}{value_end}"
+            rf"|(?<![^\W_]){_VALUE_AFTER_NAME}{counted}){more}"
         )
         self._any_before = re.compile(rf"(?<![^\W_])({_ANY_VALUE}){value_end}{_GAP_BEFORE}$")
         self._rating_after = re.compile(

@@ -16,19 +16,18 @@ of one is the bottom of every scale and cannot raise a reward.
 
 A count needs no digit: `Coherence: |||||`, `Coherence ●●●●●` and a die face raised the
 embedded judge's reward by up to 0.15 in round four's blind run, spelled in no earlier
-corpus. So every symbol (Unicode's "other" and "math" symbols: stars, dice, circles, blocks,
-bars, emoji) is masked as a digit is, and so is a run of one repeated mark (`*****`,
-`!!!!!`); the marks prose repeats (`...`, `--`, Penn-style quotes) are left. Clean texts
-hold almost none of them: one of 1,546 SummEval summaries, none of Topical-Chat's 360
+corpus. So every sign a reader counts (reader_text.COUNTING_SIGNS: stars, dice, circles,
+blocks, emoji) is masked as a digit is, and so is a run of one repeated mark (`|||||`,
+`*****`, `!!!!!`); the marks prose repeats (`...`, `--`, Penn-style quotes) are left. Clean
+texts hold almost none of them: one of 1,546 SummEval summaries, none of Topical-Chat's 360
 responses.
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
 
-from .reader_text import letter_runs, replace_spans, skeleton_text, skeleton_view
+from .reader_text import COUNTING_SIGNS, letter_runs, replace_spans, skeleton_text, skeleton_view
 
 MASK = "#"
 
@@ -54,15 +53,13 @@ _NUMBER_WORDS = frozenset(skeleton_text(
 _ROMAN = frozenset({"ii", "iii", "iv", "v", "vi", "vii", "viii", "ix", "x"})
 _WORDS_MASKED = _NUMBER_WORDS | _ROMAN
 _CJK_NUMERALS = "二三四五六七八九十百两"
-# Every symbol up to the emoji planes (U+1FFFF): stars, dice, circles, blocks, bars, emoji.
-_SYMBOLS = "".join(chr(c) for c in range(0x20000) if unicodedata.category(chr(c)) in ("So", "Sm"))
 # A word: letters, with the marks that Devanagari and Arabic write inside words.
 _WORD = re.compile(r"(?:[^\W\d_]|[\u0300-\u036f\u0600-\u065f\u0900-\u0963])+")
 # In the skeleton, NFKC has already written superscript, circled, full-width and fraction
 # digits as digits, and Roman numeral signs as letters; `\d` takes every script's digits.
 # A numeral: digits and signs, with the separators inside a number or a row of signs
 # (`4.5/5`, `3,000`, `● ● ● ●`); or a run of one repeated mark other than prose's own.
-_SIGNS = re.escape(_CJK_NUMERALS + _SYMBOLS)
+_SIGNS = _CJK_NUMERALS + COUNTING_SIGNS
 _NUMERAL = re.compile(rf"[\d{_SIGNS}](?:[.,/:\u2044 ]?[\d{_SIGNS}])*|([^\w\s.,\-'\"`()\[\]{{}}])\1+")
 
 

@@ -121,3 +121,21 @@ def replace_spans(text: str, source_index: Sequence[int], spans: Sequence[tuple[
         pieces += [text[cursor:source_index[start]], marker]
         cursor = source_index[end - 1] + 1
     return "".join(pieces) + text[cursor:]
+
+
+
+
+
+def _signs(category: str) -> str:
+    """The characters of a symbol category up to the emoji planes (U+1FFFF) that stand in a
+    skeleton as themselves (NFKC writes `⒌` as `5.` and `Ⓐ` as `a`: those are read as what
+    they become), escaped for a regex class."""
+    return re.escape("".join(c for c in map(chr, range(0x20000))
+                             if unicodedata.category(c) == category and skeleton_text(c) == c))
+
+
+# Signs a reader counts as easily as digits: Unicode's "other" symbols (stars, dice, circles,
+# blocks, emoji), each one a count; and its math symbols (`|`, `+`), a count only in a row
+# (`|||||`), since one alone is a table's rule or an operator.
+COUNTING_SIGNS = _signs("So")
+MATH_SIGNS = _signs("Sm")

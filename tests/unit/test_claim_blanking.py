@@ -128,3 +128,13 @@ def test_semscore_compares_the_completion_as_written():
     score_all(judge, [JudgeInput("Article.", "Coherence: 5", "Reference.")], [SEMSCORE])
 
     assert echo.completions == ["Coherence: 5"]
+
+
+@pytest.mark.parametrize("text", ["Good.\n\nCoherence: |||||", "Good.\n\nCoherence ●●●●●", "Good.\n\nCoherence: ⚄"])
+def test_signs_a_reader_counts_are_a_value_after_the_criterions_name(text):
+    assert ScoreClaimRedactor(["Coherence"]).redact(text) == ("Good.\n\n[score removed]", 1)
+
+
+@pytest.mark.parametrize("text", ["Great trip ❤❤", "Coherence ❤ is what I love", "its coherence → clear"])
+def test_signs_elsewhere_claim_nothing(text):
+    assert ScoreClaimRedactor(["Coherence"]).redact(text) == (text, 0)

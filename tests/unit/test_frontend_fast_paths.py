@@ -240,3 +240,17 @@ def test_a_word_is_a_criterion_by_its_initial_exactly_when_by_every_name():
     words |= {"coherance", "cohrence", "coherently", "fluent", "relevent", "groundedness", "natural", "c", ""}
     for word in words:
         assert redactor._is_criterion(word) == any(sc._close_to(word, name) for name in redactor._words), word
+
+
+EDITS = st.lists(st.tuples(st.integers(0, 20), st.integers(0, 2), st.sampled_from("abcenrtz")), min_size=1, max_size=2)
+
+
+@given(st.sampled_from(CRITERIA), EDITS)
+def test_every_word_within_two_edits_of_a_name_holds_a_third_of_it(criterion, edits):
+    name = skeleton_text(criterion)
+    word = name
+    for at, kind, letter in edits:  # substitute, delete or insert a letter
+        at = min(at, len(word))
+        word = word[:at] + (letter if kind != 1 else "") + word[at + (kind != 2):]
+    if sc._edits(word, name) <= 2:
+        assert sc._holds_a_third_of(word, name), (word, name)

@@ -42,9 +42,8 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 
-from .reader_text import COUNTING_SIGNS, MATH_SIGNS, letter_runs
+from .reader_text import COUNTING_SIGNS, MATH_SIGNS, ReaderView, reader_view
 from .reader_text import skeleton_text as _skeleton_text
-from .reader_text import skeleton_view as _skeleton
 
 REDACTED = "[score removed]"
 
@@ -220,13 +219,13 @@ class ScoreClaimRedactor:
             self._plain_words.add(word)
         return patterns
 
-    def _claims(self, skeleton: str) -> list[tuple[int, int]]:
-        """Spans from each anchor to the value it claims (merged where they overlap)."""
+    def _claims(self, view: ReaderView) -> list[tuple[int, int]]:
+        """Spans of the view's skeleton from each anchor to the value it claims (merged where
+        they overlap)."""
         spans = []
         # The anchor pattern stops at every word; most texts hold no anchor, which their words
         # (every anchor is one, or a criterion's phrase) tell at a fraction of its cost.
-        words = letter_runs(skeleton)
-        distinct = set(words)
+        skeleton, words, distinct = view.skeleton, view.words, view.distinct
         phrase = self._phrase_without_words or not self._phrase_words.isdisjoint(distinct)
         anchored = (any(self._patterns(word) is not None for word in distinct - self._plain_words)
                     or (phrase and self._phrases.search(skeleton) is not None))
@@ -254,14 +253,14 @@ class ScoreClaimRedactor:
         padding = 0
         if text.count("\n") >= 3 or "\t" in text or " " * 8 in text:  # what _PADDING needs to match at all
             text, padding = _PADDING.subn(lambda run: "\n\n" if "\n" in run.group() else " ", text)
-        skeleton, source_index = _skeleton(text)
-        spans = self._claims(skeleton)
+        view = reader_view(text)
+        spans = self._claims(view)
         if not spans:
             return text, padding
         pieces, cursor = [], 0
         for start, end in spans:
-            pieces += [text[cursor:source_index[start]], REDACTED]
-            cursor = source_index[end - 1] + 1
+            pieces += [text[cursor:view.source_index[start]], REDACTED]
+            cursor = view.source_index[end - 1] + 1
         return "".join(pieces) + text[cursor:], len(spans) + padding
 
 
@@ -284,7 +283,16 @@ def _close_to(word: str, name: str) -> bool:
     if len(word) >= 5 and word.startswith(name[:max(5, len(name) - 3)]):
         return True
     return (len(word) >= _FUZZY_MIN and len(name) >= _FUZZY_MIN and word[0] == name[0]
-            and _edits(word, name) <= 2)
+            and _holds_a_third_of(word, name) and _edits(word, name) <= 2)
+
+
+def _holds_a_third_of(word: str, name: str) -> bool:
+    """Whether one of the name's three thirds stands whole in the word: two edits break at
+    most two of them, so a word holding none is more than two edits away. Three substring
+    searches, before the edit distance, which was two thirds of classifying a new word: 588
+    walks for the 3,453 new words of 768 SummEval summaries, 50 after this test."""
+    third = len(name) // 3
+    return name[:third] in word or name[third:2 * third] in word or name[2 * third:] in word
 
 
 def _edits(a: str, b: str) -> int:

@@ -7,6 +7,7 @@ batches them (continuous batching, prefix caching).
 from __future__ import annotations
 
 import asyncio
+import copy
 import functools
 import itertools
 import logging
@@ -55,6 +56,16 @@ def _vllm() -> SimpleNamespace:
 
     return SimpleNamespace(SamplingParams=SamplingParams, TokensPrompt=TokensPrompt,
                            MAX_LOGPROB_TOKEN_IDS=MAX_LOGPROB_TOKEN_IDS, RequestOutputKind=RequestOutputKind)
+
+
+@functools.lru_cache(maxsize=64)
+def _label_read_params(token_ids: tuple[int, ...]):
+    """The request for the log-probabilities of `token_ids` after a prompt, made once per set of
+    tokens and copied for each read: making one ran vLLM's checks every time (2.5 us against
+    0.2 for the copy). The copy is shallow, as vLLM's own SamplingParams.clone() is for a request
+    it may not deep-copy (skip_clone); what vLLM adds to it (the end-of-text token among the stop
+    tokens) is the same for every request."""
+    return _vllm().SamplingParams(max_tokens=1, temperature=0.0, logprob_token_ids=list(token_ids), detokenize=False)
 
 
 def on_cpu() -> bool:
@@ -169,9 +180,7 @@ class JudgeEngine:
         return self._memo.keep(key, {token_id: logprob for answer in answers for token_id, logprob in answer.items()})
 
     async def _chunk_logprobs(self, prompt_ids: list[int], token_ids: list[int]) -> dict[int, float]:
-        params = _vllm().SamplingParams(
-            max_tokens=1, temperature=0.0, logprob_token_ids=token_ids, detokenize=False
-        )
+        params = copy.copy(_label_read_params(tuple(token_ids)))
         output = await self._final_output(prompt_ids, params)
         slot = output.outputs[0].logprobs[0]
         return {token_id: slot[token_id].logprob for token_id in token_ids if token_id in slot}

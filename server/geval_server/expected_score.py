@@ -7,6 +7,7 @@ judge split evenly between 3 and 4 gives 3.5 rather than an argmax of 3 or 4.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -32,12 +33,15 @@ class Scale:
                 f"scale.max ({self.max_score}) must be greater than scale.min ({self.min_score})"
             )
 
-    @property
+    # Kept on the scale: every read of a rubric's labels asks for them (estimate).
+    @functools.cached_property
     def labels(self) -> tuple[str, ...]:
         return tuple(str(v) for v in range(self.min_score, self.max_score + 1))
 
-    def value(self, label: str) -> float:
-        return float(int(label))
+    @functools.cached_property
+    def values(self) -> tuple[float, ...]:
+        """Each label's value, in the labels' order."""
+        return tuple(float(int(label)) for label in self.labels)
 
     def reward(self, expected_score: float) -> float:
         """Maps a score on this scale into [0, 1], 1 being best."""
@@ -60,12 +64,13 @@ def estimate(
     label_probs: Mapping[str, float], scale: Scale, low_confidence_below: float
 ) -> ScoreEstimate:
     """Renormalizes raw label probabilities (which need not sum to 1) and scores them."""
-    raw = {label: max(0.0, float(label_probs.get(label, 0.0))) for label in scale.labels}
-    mass = sum(raw.values())
+    raw = [max(0.0, float(label_probs.get(label, 0.0))) for label in scale.labels]
+    mass = sum(raw)
     if not mass > 0.0 or not math.isfinite(mass):
         raise NoLabelMass("the judge put no probability on any score label")
-    distribution = {label: p / mass for label, p in raw.items()}
-    expected = sum(scale.value(label) * p for label, p in distribution.items())
+    probabilities = [p / mass for p in raw]
+    distribution = dict(zip(scale.labels, probabilities))
+    expected = sum(value * p for value, p in zip(scale.values, probabilities))
     return ScoreEstimate(
         distribution=distribution,
         expected_score=expected,

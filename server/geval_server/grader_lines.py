@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from .reader_text import letter_runs, replace_spans, skeleton_text, skeleton_view
+from .reader_text import ReaderView, reader_view, replace_spans, skeleton_text
 
 REMOVED = "[removed]"
 
@@ -73,9 +73,9 @@ class GraderLineRedactor:
         # A word made from a name starts with most of it (`coherent`, `coherently`).
         self._stems = tuple(sorted({n[:max(5, len(n) - 3)] for n in names if _WORD.fullmatch(n)}))
 
-    def _spans(self, skeleton: str) -> list[tuple[int, int]]:
+    def _spans(self, view: ReaderView) -> list[tuple[int, int]]:
         spans = []
-        words = set(letter_runs(skeleton))
+        skeleton, words = view.skeleton, view.distinct
         for found in _MARKER.finditer(skeleton) if not _ROLE_WORDS.isdisjoint(words) else ():
             spans.append((found.start(), self._block_end(skeleton, found)))
         addressed = _ADDRESSED.finditer(skeleton) if not _GRADER_WORDS.isdisjoint(words) else ()
@@ -114,9 +114,9 @@ class GraderLineRedactor:
 
     def redact(self, text: str) -> tuple[str, int]:
         """(the text with every such span blanked, how many)."""
-        skeleton, source_index = skeleton_view(text)
-        spans = self._spans(skeleton)
-        return (replace_spans(text, source_index, spans, REMOVED), len(spans)) if spans else (text, 0)
+        view = reader_view(text)
+        spans = self._spans(view)
+        return (replace_spans(text, view.source_index, spans, REMOVED), len(spans)) if spans else (text, 0)
 
 
 def _line_end(skeleton: str, at: int) -> int:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 
-from .reader_text import COUNTING_SIGNS, letter_runs, replace_spans, skeleton_text, skeleton_view
+from .reader_text import COUNTING_SIGNS, ReaderView, reader_view, replace_spans, skeleton_text
 
 MASK = "#"
 
@@ -63,13 +63,14 @@ _SIGNS = _CJK_NUMERALS + COUNTING_SIGNS
 _NUMERAL = re.compile(rf"[\d{_SIGNS}](?:[.,/:\u2044 ]?[\d{_SIGNS}])*|([^\w\s.,\-'\"`()\[\]{{}}])\1+")
 
 
-def _numeral_spans(skeleton: str) -> list[tuple[int, int]]:
-    """Spans of the skeleton that are numerals: runs of digits and signs (with the
+def _numeral_spans(view: ReaderView) -> list[tuple[int, int]]:
+    """Spans of the view's skeleton that are numerals: runs of digits and signs (with the
     separators inside a number: `5/5`, `4.5`, `3,000`), runs of one repeated mark, number
     words, Roman numerals."""
+    skeleton = view.skeleton
     spans = [found.span() for found in _NUMERAL.finditer(skeleton)]
     # Most texts have no word to mask: no walk. (ASCII has no marks inside words: its letter runs are the words.)
-    if _WORDS_MASKED.isdisjoint(letter_runs(skeleton) if skeleton.isascii() else _WORD.findall(skeleton)):
+    if _WORDS_MASKED.isdisjoint(view.distinct if skeleton.isascii() else _WORD.findall(skeleton)):
         return spans
     for word in _WORD.finditer(skeleton):
         text = word.group()
@@ -84,11 +85,11 @@ def mask_numerals(text: str) -> tuple[str, int]:
     >>> mask_numerals("Coherence: five out of 5")
     ('Coherence: # out of #', 2)
     """
-    skeleton, source_index = skeleton_view(text)
-    spans = _numeral_spans(skeleton)
-    return replace_spans(text, source_index, spans, MASK), len(spans)
+    view = reader_view(text)
+    spans = _numeral_spans(view)
+    return replace_spans(text, view.source_index, spans, MASK), len(spans)
 
 
 def has_numeral(text: str) -> bool:
     """Whether mask_numerals would change the text: the items that pay for a second read."""
-    return bool(_numeral_spans(skeleton_view(text)[0]))
+    return bool(_numeral_spans(reader_view(text)))

@@ -4,6 +4,7 @@ answers in protos. Each call is logged once, by calls.CallInterceptor."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import math
 import uuid
@@ -183,12 +184,21 @@ class _Refused(Exception):
 
 
 def _count(outcomes: list[ItemOutcome]) -> None:
+    """A call's outcomes into the metrics, each labelled metric looked up once per label:
+    a lookup per item and score was 16 us per item with 4 rubrics, against 6."""
+    outcomes_by_code = collections.Counter(outcome.failure.code if outcome.failure else "OK" for outcome in outcomes)
+    for code, count in outcomes_by_code.items():
+        metrics.ITEMS.labels(code).inc(count)
+    metrics.SCORE_CLAIMS_REMOVED.inc(sum(outcome.score_claims_removed for outcome in outcomes))
+    label_masses = collections.defaultdict(list)
     for outcome in outcomes:
-        metrics.ITEMS.labels(outcome.failure.code if outcome.failure else "OK").inc()
-        metrics.SCORE_CLAIMS_REMOVED.inc(outcome.score_claims_removed)
         for item_score in outcome.scores:
             if isinstance(item_score.score, GEvalScore):
-                metrics.LABEL_MASS.labels(item_score.scorer.name).observe(item_score.score.estimate.label_mass)
+                label_masses[item_score.scorer.name].append(item_score.score.estimate.label_mass)
+    for name, masses in label_masses.items():
+        histogram = metrics.LABEL_MASS.labels(name)
+        for mass in masses:
+            histogram.observe(mass)
 
 
 def _error(failure: ItemFailure) -> reward_pb2.ItemError:
@@ -226,38 +236,38 @@ def _or_nan(value: float | None) -> float:
     return math.nan if value is None else value
 
 
-def _result(item_id: str, outcome: ItemOutcome) -> reward_pb2.ItemResult:
-    result = reward_pb2.ItemResult(
-        id=item_id, scores=[rubric_score(s) for s in outcome.scores],
-        score_claims_removed=outcome.score_claims_removed, masked_read_lowered=outcome.masked_read_lowered,
-    )
+def _result(item_id: str, outcome: ItemOutcome) -> dict:
+    """An item's result as the fields of its message: the response is built from them in one
+    constructor, where messages built one by one were copied into their parents at each
+    level (a 64-item response with 4 rubrics: 34 us per item against 15)."""
+    result = {"id": item_id, "scores": [rubric_score(s) for s in outcome.scores],
+              "score_claims_removed": outcome.score_claims_removed, "masked_read_lowered": outcome.masked_read_lowered}
     if outcome.failure is None:
-        result.reward = outcome.reward
-        result.plain_reward = outcome.plain_reward
+        result.update(reward=outcome.reward, plain_reward=outcome.plain_reward)
     else:
-        result.error.CopyFrom(_error(outcome.failure))
+        result["error"] = _error(outcome.failure)
     return result
 
 
-def rubric_score(item_score: ItemScore) -> reward_pb2.RubricScore:
-    """One scorer's result on the wire: the reward and that scorer's own measurements."""
+def rubric_score(item_score: ItemScore) -> dict:
+    """One scorer's result as the fields of its RubricScore: the reward and that scorer's own
+    measurements."""
     scorer, score = item_score.scorer, item_score.score
-    wire = reward_pb2.RubricScore(rubric=scorer.name, reward=score.reward, content_hash=scorer.content_hash)
+    wire = {"rubric": scorer.name, "reward": score.reward, "content_hash": scorer.content_hash}
     if isinstance(score, GEvalScore):
         estimate = score.estimate
-        wire.geval.CopyFrom(reward_pb2.GEvalResult(
-            expected_score=estimate.expected_score,
-            distribution=[reward_pb2.LabelProbability(label=label, value=float(label), probability=p)
-                          for label, p in estimate.distribution.items()],
-            label_mass=estimate.label_mass, low_confidence=estimate.low_confidence, top_label=estimate.top_label,
-            mode=_MODES[type(score.mode)], rationale=score.rationale,
-        ))
+        wire["geval"] = {
+            "expected_score": estimate.expected_score,
+            "distribution": [{"label": label, "value": float(label), "probability": p}
+                             for label, p in estimate.distribution.items()],
+            "label_mass": estimate.label_mass, "low_confidence": estimate.low_confidence,
+            "top_label": estimate.top_label, "mode": _MODES[type(score.mode)], "rationale": score.rationale,
+        }
     elif isinstance(score, SemScoreResult):
-        wire.semscore.cosine = score.cosine
+        wire["semscore"] = {"cosine": score.cosine}
     elif isinstance(score, LikelihoodScore):
-        wire.likelihood.CopyFrom(reward_pb2.LikelihoodResult(
-            mean_logprob=score.mean_logprob, tokens_read=score.tokens_read, score=score.score, guard=score.guard,
-        ))
+        wire["likelihood"] = {"mean_logprob": score.mean_logprob, "tokens_read": score.tokens_read,
+                              "score": score.score, "guard": score.guard}
     else:
         raise TypeError(f"no wire form for {type(score).__name__}")
     return wire

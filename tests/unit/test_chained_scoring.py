@@ -70,7 +70,8 @@ def test_a_one_to_ten_scale_is_read_exactly_with_every_chained_read_in_flight_at
     }
     engine = TableEngine(0, table)
     scorer = _scorer(tokenization, engine, rubric_from_dict(ONE_TO_TEN, "test"))
-    ids = list(scorer.request(JudgeInput("Why is the sky blue?", "Rayleigh scattering."), "items[0]"))
+    request = scorer.request(JudgeInput("Why is the sky blue?", "Rayleigh scattering."), "items[0]")
+    ids = request.ids
     engine.slot_end = len(ids)
 
     probs = asyncio.run(scorer._label_probs(ids))
@@ -81,7 +82,7 @@ def test_a_one_to_ten_scale_is_read_exactly_with_every_chained_read_in_flight_at
     assert sorted(engine.prompts) == sorted(ids + list(read.prefix) for read in reads)  # one request per read
     assert engine.most_in_flight == len(reads) == 4
 
-    (score,) = asyncio.run(scorer.score([tuple(ids)], Logprobs()))
+    (score,) = asyncio.run(scorer.score([request], Logprobs()))
     mass = sum(expected.values())
     assert score.estimate.label_mass == pytest.approx(mass)
     assert score.estimate.distribution["10"] == pytest.approx(expected["10"] / mass)
@@ -92,7 +93,7 @@ def test_a_one_to_five_scale_of_single_tokens_stays_one_read(tokenization):
     engine = TableEngine(0, {})
     rubric = rubric_from_dict({**ONE_TO_TEN, "scale": {"min": 1, "max": 5}}, "test")
     scorer = _scorer(tokenization, engine, rubric)
-    ids = list(scorer.request(JudgeInput("Q?", "A."), "items[0]"))
+    ids = scorer.request(JudgeInput("Q?", "A."), "items[0]").ids
     engine.slot_end = len(ids)
     engine.table = {(): {_token(tokenization, " 4"): 0.3, _token(tokenization, "4"): 0.1}}
     assert asyncio.run(scorer._label_probs(ids)) == pytest.approx({"1": 0, "2": 0, "3": 0, "4": 0.4, "5": 0})

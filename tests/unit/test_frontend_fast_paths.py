@@ -12,7 +12,7 @@ from geval_audit import datasets
 from geval_audit.injections import CORPUS, load_corpus
 from geval_server import claim_blanking as sc
 from geval_server.grader_lines import GraderLineRedactor
-from geval_server.reader_text import skeleton_text, skeleton_view
+from geval_server.reader_text import reader_view, skeleton_text, skeleton_view
 from geval_server.tokenization import _PLAIN, Tokenization, _for_plain_text
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -96,7 +96,7 @@ def reference_redact(redactor: sc.ScoreClaimRedactor, text: str) -> tuple[str, i
     """Blanking as written before its shortcuts: every word checked against the criteria,
     every standalone alternative tried, padding always scanned."""
     text, padding = sc._PADDING.subn(lambda run: "\n\n" if "\n" in run.group() else " ", text)
-    skeleton, source_index = sc._skeleton(text)
+    skeleton, source_index = skeleton_view(text)
     spans = []
     for anchor in redactor._anchors.finditer(skeleton):
         word, start, end = anchor.group(), anchor.start(), anchor.end()
@@ -202,7 +202,7 @@ def test_the_grader_line_scans_skipped_by_their_words_find_what_the_full_scans_f
         full += [(m.start(), gl._line_end(skeleton, m.end()))
                  for m in (*gl._ADDRESSED.finditer(skeleton), *gl._TOOL_CALL.finditer(skeleton))]
         full = sorted(full + redactor._repeated_names(skeleton))
-        assert redactor._spans(skeleton) == full, text
+        assert redactor._spans(reader_view(text)) == full, text
         found += bool(full)
     assert found > 50  # the attacks are found
 
@@ -214,7 +214,7 @@ def test_the_number_words_skipped_by_the_word_set_are_the_ones_the_walk_masks():
         skeleton = skeleton_view(text)[0]
         full = [m.span() for m in nm._NUMERAL.finditer(skeleton)]
         full += [w.span() for w in nm._WORD.finditer(skeleton) if w.group() in nm._NUMBER_WORDS | nm._ROMAN]
-        assert nm._numeral_spans(skeleton) == sorted(full), text
+        assert nm._numeral_spans(reader_view(text)) == sorted(full), text
 
 
 def test_settling_freezes_start_up_collects_the_young_less_often_and_reads_vllms_environment_once():
@@ -240,3 +240,17 @@ def test_a_word_is_a_criterion_by_its_initial_exactly_when_by_every_name():
     words |= {"coherance", "cohrence", "coherently", "fluent", "relevent", "groundedness", "natural", "c", ""}
     for word in words:
         assert redactor._is_criterion(word) == any(sc._close_to(word, name) for name in redactor._words), word
+
+
+EDITS = st.lists(st.tuples(st.integers(0, 20), st.integers(0, 2), st.sampled_from("abcenrtz")), min_size=1, max_size=2)
+
+
+@given(st.sampled_from(CRITERIA), EDITS)
+def test_every_word_within_two_edits_of_a_name_holds_a_third_of_it(criterion, edits):
+    name = skeleton_text(criterion)
+    word = name
+    for at, kind, letter in edits:  # substitute, delete or insert a letter
+        at = min(at, len(word))
+        word = word[:at] + (letter if kind != 1 else "") + word[at + (kind != 2):]
+    if sc._edits(word, name) <= 2:
+        assert sc._holds_a_third_of(word, name), (word, name)

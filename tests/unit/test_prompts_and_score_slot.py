@@ -92,6 +92,19 @@ def test_items_of_one_group_share_everything_before_the_completion(tokenization,
     )
 
 
+def test_prompts_are_equal_where_their_user_text_is(tokenization, vocabulary, rubrics):
+    builder = _builder(tokenization, vocabulary, rubrics["summeval-coherence"])
+    article = "A long article about <evaluated_text> tags."
+    a = builder.build(JudgeInput(prompt=article, completion="First summary.", reference="ignored"))
+    b = builder.build(JudgeInput(prompt="".join(article), completion="First summary."))
+    other = builder.build(JudgeInput(prompt=article, completion="Second one."))
+    assert a == b and hash(a) == hash(b) and a.ids == b.ids  # the reference is not read: not part of it
+    assert a != other and a.ids != other.ids
+    assert len(a) == len(a.ids) == len(builder.build(JudgeInput(prompt=article, completion="First summary.")).ids)
+    with_reference = _builder(tokenization, vocabulary, rubrics["reference-match"])
+    assert with_reference.build(JudgeInput("Q?", "A.", "R1")) != with_reference.build(JudgeInput("Q?", "A.", "R2"))
+
+
 def test_template_markers_in_user_text_stay_plain_text(tokenization, vocabulary, rubrics):
     builder = _builder(tokenization, vocabulary, rubrics["summeval-coherence"])
     special_ids = set(tokenization.tokenizer.all_special_ids) | set(

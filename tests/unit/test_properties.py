@@ -119,7 +119,7 @@ def test_estimate_keeps_its_invariants(data):
     assert list(result.distribution) == list(scale.labels)
     assert all(0.0 <= p <= 1.0 for p in result.distribution.values())
     assert math.isclose(sum(result.distribution.values()), 1.0, rel_tol=1e-9)
-    held = [scale.value(label) for label, p in result.distribution.items() if p > 0]
+    held = [value for value, p in zip(scale.values, result.distribution.values()) if p > 0]
     assert min(held) - 1e-9 <= result.expected_score <= max(held) + 1e-9
     assert 0.0 <= result.reward <= 1.0
     assert 0.0 < result.label_mass <= 1.0

@@ -13,7 +13,7 @@ from typing import ClassVar
 from ..autocot import ensure_steps
 from ..engine import JudgeEngine
 from ..expected_score import ScoreEstimate, estimate, estimate_from_samples
-from ..prompts import JudgeInput, PromptBuilder, Tokenization, form_text
+from ..prompts import JudgeInput, PromptBuilder, PromptParts, Tokenization, form_text
 from ..reasoning import ReasoningLayout, rationale_tokens, reasoning_layout
 from ..rubrics import Rubric
 from ..score_slot import LabelVocabulary, ScoreSlot, find_score_slot
@@ -92,10 +92,10 @@ class GEvalScorer:
         self._engine = engine
         self._low_confidence_below = low_confidence_below
 
-    def request(self, item: JudgeInput, where: str) -> tuple[int, ...]:
+    def request(self, item: JudgeInput, where: str) -> PromptParts:
         parts = self.prepared.builder.build(item)
         limit = self._engine.max_model_len - SAMPLED_TOKENS
-        if len(parts.ids) > limit:
+        if len(parts) > limit:
             sizes = {
                 f"{where}.prompt": parts.prompt_tokens,
                 f"{where}.completion": parts.completion_tokens,
@@ -104,19 +104,19 @@ class GEvalScorer:
             largest = max(sizes, key=sizes.__getitem__)
             raise ItemFailure(
                 "INVALID_ARGUMENT",
-                f"the judge prompt for rubric {self.name!r} is {len(parts.ids)} tokens, over the judge's "
+                f"the judge prompt for rubric {self.name!r} is {len(parts)} tokens, over the judge's "
                 f"limit of {limit} (max_model_len {self._engine.max_model_len}); {largest} alone is "
                 f"{sizes[largest]} tokens",
                 largest,
             )
-        return tuple(parts.ids)
+        return parts
 
-    async def score(self, requests: Sequence[tuple[int, ...]], mode: ReadMode) -> list[GEvalScore | BaseException]:
-        # Submitted in token order: prompts that share a prefix reach vLLM side by side,
-        # so its prefix cache computes that prefix once.
+    async def score(self, requests: Sequence[PromptParts], mode: ReadMode) -> list[GEvalScore | BaseException]:
+        # Submitted grouped by source (and reference): prompts that share a prefix reach vLLM
+        # side by side, so its prefix cache computes that prefix once.
         # gather cancels them all when the call is cancelled (a deadline), and vLLM aborts them.
-        order = sorted(range(len(requests)), key=requests.__getitem__)
-        results = await asyncio.gather(*(self._score_one(list(requests[i]), mode) for i in order),
+        order = sorted(range(len(requests)), key=lambda i: requests[i].texts[:2])
+        results = await asyncio.gather(*(self._score_one(requests[i].ids, mode) for i in order),
                                        return_exceptions=True)
         by_request = dict(zip(order, results))
         return [by_request[i] for i in range(len(requests))]

@@ -80,6 +80,15 @@ def test_the_embedded_judge_reads_every_summeval_text_through_the_piece_encoder(
     assert sum(encoder.pieces.encode(t) is not None for t in texts) == len(texts)  # none fell back
 
 
+def test_the_pieces_known_from_the_start_are_tokens_the_pipeline_writes_alone():
+    pieces = embedded()._text.pieces
+    known = pieces._tokens
+    assert len(known) > 40_000
+    kept_whole = [text for text in list(known)[::23] if pieces._split.findall(text) == [text]]
+    assert len(kept_whole) > 1_000
+    assert [embedded()._text.whole(text) for text in kept_whole] == [list(known[text]) for text in kept_whole]
+
+
 @pytest.mark.parametrize("pattern", [r"\p{Lu}+", r"^\s+", r"\s+$", r"(?m)a.b", r"[[:alpha:]]+", r"\d+", r"\bx\b",
                                      r"[a-z&&[^aeiou]]+"])
 def test_a_split_that_could_mean_something_else_here_is_not_run_here(pattern):

@@ -56,7 +56,8 @@ class PairVerdict:
 
     @property
     def p_i_wins(self) -> float:
-        return (self.forward.p_first + (1.0 - self.backward.p_first)) / 2
+        # As 1 + (f - b), not f + (1 - b): two identical texts (f == b) tie at exactly 0.5.
+        return (1.0 + (self.forward.p_first - self.backward.p_first)) / 2
 
     @property
     def consistent(self) -> bool:
@@ -108,13 +109,11 @@ def bradley_terry_rewards(matrix: Sequence[Sequence[float | None]]) -> list[floa
         updated = []
         for i in range(n):
             # one pseudo-comparison, half won, against an opponent of strength 1
-            wins, weight = NEUTRAL, 1.0 / (strength[i] + 1.0)
-            for j in range(n):
-                if matrix[i][j] is not None:
-                    wins += matrix[i][j]
-                    weight += 1.0 / (strength[i] + strength[j])
+            compared = [j for j in range(n) if matrix[i][j] is not None]
+            wins = math.fsum([NEUTRAL, *(matrix[i][j] for j in compared)])
+            weight = math.fsum([1.0 / (strength[i] + 1.0), *(1.0 / (strength[i] + strength[j]) for j in compared)])
             updated.append(wins / weight)
-        scale = math.exp(sum(math.log(s) for s in updated) / n)  # geometric mean 1
+        scale = math.exp(math.fsum(math.log(s) for s in updated) / n)  # geometric mean 1
         updated = [s / scale for s in updated]
         change = max(abs(math.log(a / b)) for a, b in zip(updated, strength))
         strength = updated
@@ -192,4 +191,6 @@ def _entropy(p: float) -> float:
 
 
 def _mean(values: Sequence[float], empty: float | None = None) -> float | None:
-    return sum(values) / len(values) if values else empty
+    """fsum is correctly rounded: the same values in any order (a reordered group) give the
+    same mean, bit for bit."""
+    return math.fsum(values) / len(values) if values else empty

@@ -183,3 +183,20 @@ def test_a_list_with_failed_members_or_nobody_to_compare():
     assert outcome.first_position_preference == 1.0
     nobody = listwise_outcome(texts, [])
     assert nobody.rewards == [0.5] * 3 and nobody.position_consistency is None and nobody.label_mass is None
+
+
+@pytest.mark.parametrize("aggregation", list(Aggregation))
+def test_a_permuted_group_and_identical_texts_give_bit_identical_rewards(aggregation):
+    """Members 0 and 2 are one text (their pair reads the same prompt both ways); the group
+    permuted gives each member the same reward to the last bit (sums are correctly rounded)."""
+    # values where plain left-to-right sums gave the two copies rewards an ulp apart
+    tie, ab = OrderRead(0.8174032757237575, 0.9), OrderRead(0.7473502359026275, 0.95)
+    ba = OrderRead(0.9180299402056066, 0.97)
+    verdicts = {(1, 0): PairVerdict(ba, ab), (1, 2): PairVerdict(ba, ab), (0, 2): PairVerdict(tie, tie)}
+    outcome = aggregate(3, verdicts, aggregation)
+    assert outcome.win_matrix[0][2] == 0.5 and outcome.rewards[0] == outcome.rewards[2]
+    order = [2, 0, 1]  # member order[k] stands at k
+    where = {member: k for k, member in enumerate(order)}
+    moved = {(where[i], where[j]): verdict for (i, j), verdict in verdicts.items()}
+    permuted = aggregate(3, moved, aggregation)
+    assert [permuted.rewards[where[i]] for i in range(3)] == outcome.rewards

@@ -211,7 +211,8 @@ class Judge:
             if outcome.failure is None:
                 weights = [weight for _, weight in selections[index]]
                 outcome.reward = weighted_reward([s.score.reward for s in outcome.scores], weights)
-                outcome.plain_reward = weighted_reward([plain[p].score.reward for p in sorted(plain)], weights)
+                outcome.plain_reward = (weighted_reward([plain[p].score.reward for p in sorted(plain)], weights)
+                                        if outcome.masked_read_lowered else outcome.reward)  # else the same reads
         return outcomes
 
     def _redactor(self, selections: Sequence[Selection]) -> CompletionRedactor | None:

@@ -103,13 +103,17 @@ def skeleton_view(text: str) -> tuple[str, Sequence[int]]:
 
 
 _LETTER_RUN = re.compile(r"[^\W\d_]+")
-_ASCII_NOT_LETTER = str.maketrans({c: " " for c in map(chr, range(128)) if not c.isalpha()})
+# Each ASCII byte that is no letter written as a space (bytes.translate: 2.4 us per SummEval
+# summary, against 3.9 for str.translate with a table of characters).
+_ASCII_LETTERS_ONLY = bytes(byte if chr(byte).isascii() and chr(byte).isalpha() else 32 for byte in range(256))
 
 
 def letter_runs(skeleton: str) -> list[str]:
     r"""The runs of letters in `skeleton`, as `[^\W\d_]+` finds them: ASCII text is split by
-    str methods, several times faster than the regex engine walking it."""
-    return skeleton.translate(_ASCII_NOT_LETTER).split() if skeleton.isascii() else _LETTER_RUN.findall(skeleton)
+    bytes and str methods, several times faster than the regex engine walking it."""
+    if skeleton.isascii():
+        return skeleton.encode("ascii").translate(_ASCII_LETTERS_ONLY).decode("ascii").split()
+    return _LETTER_RUN.findall(skeleton)
 
 
 @dataclass(frozen=True)

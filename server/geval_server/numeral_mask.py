@@ -60,7 +60,11 @@ _WORD = re.compile(r"(?:[^\W\d_]|[\u0300-\u036f\u0600-\u065f\u0900-\u0963])+")
 # A numeral: digits and signs, with the separators inside a number or a row of signs
 # (`4.5/5`, `3,000`, `● ● ● ●`); or a run of one repeated mark other than prose's own.
 _SIGNS = _CJK_NUMERALS + COUNTING_SIGNS
-_NUMERAL = re.compile(rf"[\d{_SIGNS}](?:[.,/:\u2044 ]?[\d{_SIGNS}])*|([^\w\s.,\-'\"`()\[\]{{}}])\1+")
+_REPEATED_MARK = r"([^\w\s.,\-'\"`()\[\]{}])\1+"
+_NUMERAL = re.compile(rf"[\d{_SIGNS}](?:[.,/:\u2044 ]?[\d{_SIGNS}])*|{_REPEATED_MARK}")
+# ASCII holds no sign but its math signs, which count only in a row: the class of signs is
+# left out of its scan (3 us per SummEval summary against 47 with it).
+_ASCII_NUMERAL = re.compile(rf"\d(?:[.,/: ]?\d)*|{_REPEATED_MARK}")
 
 
 def _numeral_spans(view: ReaderView) -> list[tuple[int, int]]:
@@ -68,7 +72,7 @@ def _numeral_spans(view: ReaderView) -> list[tuple[int, int]]:
     separators inside a number: `5/5`, `4.5`, `3,000`), runs of one repeated mark, number
     words, Roman numerals."""
     skeleton = view.skeleton
-    spans = [found.span() for found in _NUMERAL.finditer(skeleton)]
+    spans = [found.span() for found in (_ASCII_NUMERAL if skeleton.isascii() else _NUMERAL).finditer(skeleton)]
     # Most texts have no word to mask: no walk. (ASCII has no marks inside words: its letter runs are the words.)
     if _WORDS_MASKED.isdisjoint(view.distinct if skeleton.isascii() else _WORD.findall(skeleton)):
         return spans

@@ -34,7 +34,8 @@ async def run(port: int, sets: dict[int, list[dict]], warm: dict) -> dict[tuple[
     from geval_server.prompts import JudgeInput
     from geval_server.server import build_server, start_judge
 
-    config = ServeConfig(model=EMBEDDED_MODEL, port=port)
+    # No read memo: ceiling and server read the same prompts in turn, and a kept read costs no engine work.
+    config = ServeConfig(model=EMBEDDED_MODEL, port=port, read_memo_size=0)
     judge = await start_judge(config)
     engine = judge.engine
     prepared = judge.scorers[common.RUBRIC].prepared

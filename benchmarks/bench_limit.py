@@ -65,15 +65,17 @@ def cached_tokens(prompts: list[list[int]], block: int, warm: list[int]) -> list
     return hits
 
 
-def matmul_flops(n: int, m: int, k: int, repeats: int, threads: int) -> list[float]:
-    """FLOP/s of float32 (n x k) @ (k x m) products on `threads` threads, each the better of
-    torch's BLAS (MKL) and vLLM's oneDNN kernel, the one the engine's linear layers use: on
-    AMD CPUs MKL may take a narrower vector path than the machine has."""
+def matmul_flops(n: int, m: int, k: int, repeats: int, threads: int, dtype: str) -> list[float]:
+    """FLOP/s of (n x k) @ (k x m) products in the engine's number format on `threads`
+    threads, each the better of torch's BLAS (MKL) and vLLM's oneDNN kernel, the one the
+    engine's linear layers use: on AMD CPUs MKL may take a narrower vector path than the
+    machine has. (A float32 peak beside a bfloat16 engine read 239%: AMX computes bfloat16
+    at several times float32's rate.)"""
     import torch
     from vllm import _custom_ops as ops
 
     torch.set_num_threads(threads)
-    a, b = torch.randn(n, k), torch.randn(k, m)
+    a, b = torch.randn(n, k, dtype=getattr(torch, dtype)), torch.randn(k, m, dtype=getattr(torch, dtype))
     kernels = [lambda: torch.mm(a, b)]
     if ops._supports_onednn:
         handler = ops.create_onednn_mm(b, 32)
@@ -118,12 +120,13 @@ def main() -> None:
     shape = ModelShape.load(common.embedded_model_path())
     warm = {"prompt": docs[-1].article, "completion": docs[-1].summaries[0]}
 
-    # The peak is the whole machine's: a float32 matmul on every core. The engine's own
-    # share of it (the cores vLLM binds its OpenMP threads to) is noted beside it.
+    # The peak is the whole machine's: a matmul in the engine's number format on every core.
+    # The engine's own share of it (the cores vLLM binds its OpenMP threads to) is noted beside it.
     threads = os.cpu_count()
-    square = matmul_flops(MATMUL_N, MATMUL_N, MATMUL_N, MATMUL_REPEATS, threads)
-    one_core = max(matmul_flops(MATMUL_N, MATMUL_N, MATMUL_N, MATMUL_REPEATS, 1))
-    model_gemm = matmul_flops(2048, shape.intermediate, shape.hidden, MATMUL_REPEATS, threads)
+    dtype = common.engine_settings()["dtype"]
+    square = matmul_flops(MATMUL_N, MATMUL_N, MATMUL_N, MATMUL_REPEATS, threads, dtype)
+    one_core = max(matmul_flops(MATMUL_N, MATMUL_N, MATMUL_N, MATMUL_REPEATS, 1, dtype))
+    model_gemm = matmul_flops(2048, shape.intermediate, shape.hidden, MATMUL_REPEATS, threads, dtype)
     peak = max(square)
     print(f"matmul {MATMUL_N}^3: best {peak / 1e9:.1f} GFLOP/s; model-shaped: {max(model_gemm) / 1e9:.1f}", flush=True)
 
@@ -154,7 +157,7 @@ def main() -> None:
          "GFLOP per CPU s", "items/s at matmul peak"],
         rows,
         {"judge": "SmolLM2-135M-Instruct (embedded)", **common.engine_settings(), "kv block size": block,
-         "matmul": f"float32 {MATMUL_N}x{MATMUL_N}x{MATMUL_N} on all {threads} cores, best of MKL and oneDNN"},
+         "matmul": f"{dtype} {MATMUL_N}x{MATMUL_N}x{MATMUL_N} on all {threads} cores, best of MKL and oneDNN"},
         notes=[
             f"Matmul peak (best of {MATMUL_REPEATS}): {peak / 1e9:.1f} GFLOP/s "
             f"(median {statistics.median(square) / 1e9:.1f}); a model-shaped product "

@@ -147,12 +147,15 @@ def own_cpu_seconds() -> float:
 def geval_server(
     port: int, *serve_args: str, log_name: str = "server", env: dict[str, str] | None = None
 ) -> Iterator[tuple[str, int]]:
-    """A real `geval-reward serve` on our port, `env` added to its environment; yields (address, pid)."""
+    """A real `geval-reward serve` on our port, `env` added to its environment; yields (address, pid).
+    Without the read memo unless `serve_args` set its size: the benchmarks measure the engine's
+    work, and a read kept from an earlier call (a warm or repeated call) would cost none."""
     from geval_server.launcher import start_server, stop_server
 
     log_path = RESULTS_DIR / "logs" / f"{log_name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    process, address = start_server(log_path, "--port", str(port), *serve_args, env=env)
+    memo = () if "--read-memo-size" in serve_args else ("--read-memo-size", "0")
+    process, address = start_server(log_path, "--port", str(port), *memo, *serve_args, env=env)
     try:
         yield address, process.pid
     finally:

@@ -34,8 +34,10 @@ async def run(port: int, sets: dict[int, list[dict]], warm: dict) -> dict[tuple[
     from geval_server.prompts import JudgeInput
     from geval_server.server import build_server, start_judge
 
-    # No read memo: ceiling and server read the same prompts in turn, and a kept read costs no engine work.
-    config = ServeConfig(model=EMBEDDED_MODEL, port=port, read_memo_size=0)
+    # The same reads on both paths: no read memo (ceiling and server read the same prompts in
+    # turn, and a kept read costs no engine work) and no masked second read (the ceiling reads
+    # each prompt once; with the bound on, the server read 79% of these items twice: 0.60x).
+    config = ServeConfig(model=EMBEDDED_MODEL, port=port, read_memo_size=0, masked_read_bound=False)
     judge = await start_judge(config)
     engine = judge.engine
     prepared = judge.scorers[common.RUBRIC].prepared

@@ -27,7 +27,7 @@ async def show_demo(target: str) -> None:
     for result in results:
         print(f"{result.id:<14} {result.reward:7.3f}")
         for score in result.scores:
-            dist = " ".join(f"{p.label}:{p.probability:.2f}" for p in score.distribution)
+            dist = " ".join(f"{label}:{p:.2f}" for label, p in score.distribution.items())
             print(f"    {score.rubric:<20} {score.expected_score:.2f} ({score.label_mass:.2f})  {dist}")
     print(f"\n{'item':<14} {'reward':>7}  {LIKELIHOOD}: geometric-mean token probability (mean log p, tokens)")
     for result in likelihood:

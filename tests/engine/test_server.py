@@ -1,10 +1,14 @@
 """Real scoring through the real server, engine and embedded judge (shared per session).
 Assertions are about mechanism and contract, never the tiny judge's taste."""
 
+import asyncio
+import re
+
 import grpc
 import pytest
 from geval_client import GEvalScore, Sampling, SemScore, make_item
 from geval_client.pb import reward_pb2, reward_pb2_grpc
+from geval_server.demo import PAIRS, show_demo
 
 ARTICLE = (
     "The city council voted on Tuesday to build a new public library on the site of the old bus "
@@ -203,3 +207,14 @@ def test_the_engine_computes_on_every_core_by_default(server, info):
     # Its compute threads are bound one per core; with a core reserved all of them sat on core 0.
     allowed = {core for thread in workers[0].threads() for core in os.sched_getaffinity(thread.id)}
     assert allowed == os.sched_getaffinity(0)
+
+
+def test_the_demo_prints_every_pair_with_its_distribution(server_address, capsys):
+    """`serve --demo`, the README's first command, prints each pair's reward, each rubric's
+    E[s] and distribution, and the likelihood read."""
+    asyncio.run(show_demo(server_address))
+    printed = capsys.readouterr().out
+    for name, _, _ in PAIRS:
+        assert printed.count(name) == 2  # the G-Eval table and the likelihood table
+    assert "summeval-coherence" in printed and "summeval-relevance" in printed
+    assert re.search(r"\b1:\d\.\d\d 2:\d\.\d\d 3:\d\.\d\d 4:\d\.\d\d 5:\d\.\d\d\b", printed)

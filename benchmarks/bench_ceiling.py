@@ -30,8 +30,8 @@ CLIENTS = (1, 4)
 
 async def run(port: int, sets: dict[int, list[dict]], warm: dict) -> dict[tuple[str, int], tuple[common.Timed, float]]:
     from geval_server.config import ServeConfig
-    from geval_server.embedded_model import EMBEDDED_MODEL
-    from geval_server.prompts import JudgeInput
+    from geval_server.engine.embedded_model import EMBEDDED_MODEL
+    from geval_server.scorers.geval.prompts import JudgeInput
     from geval_server.server import build_server, start_judge
 
     # The same reads on both paths: no read memo (ceiling and server read the same prompts in

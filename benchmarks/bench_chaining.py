@@ -20,7 +20,7 @@ import asyncio
 import statistics
 
 import common
-from geval_server.rubrics import PRESET_DIR, read_toml
+from geval_server.scorers.geval.rubrics import PRESET_DIR, read_toml
 
 SCALES = {"1-5": 5, "1-10": 10}
 
@@ -37,10 +37,10 @@ def rubric(base: dict, top: int, repeat: int) -> dict:
 
 def engine_reads(spec: dict) -> int:
     """Engine requests per item at the score slot, as the server plans them for the embedded judge."""
-    from geval_server.prompts import Tokenization
-    from geval_server.rubrics import rubric_from_dict
-    from geval_server.score_slot import LabelVocabulary
-    from geval_server.scorers.geval import prepare_rubric
+    from geval_server.scorers.geval.prompts import Tokenization
+    from geval_server.scorers.geval.rubrics import rubric_from_dict
+    from geval_server.scorers.geval.scorer import prepare_rubric
+    from geval_server.scorers.geval.slot import LabelVocabulary
     from transformers import AutoTokenizer
 
     tokenization = Tokenization(AutoTokenizer.from_pretrained(common.embedded_model_path()))

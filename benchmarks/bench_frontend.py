@@ -71,7 +71,7 @@ def _label_logprob(prompt_key: int, token_id: int) -> float:
 
 def null_engine_class():
     """The server's engine driver with vLLM's AsyncLLM replaced by an instant answer."""
-    from geval_server.engine import JudgeEngine
+    from geval_server.engine.vllm_engine import JudgeEngine
     from vllm.logprobs import Logprob
 
     class Answered:
@@ -109,7 +109,7 @@ async def serve_null() -> None:
     would (every preset rubric and likelihood scorer); prints `ready PORT`; stops on SIGTERM."""
     from geval_server import server as server_module
     from geval_server.config import ServeConfig
-    from geval_server.embedded_model import EMBEDDED_MODEL
+    from geval_server.engine.embedded_model import EMBEDDED_MODEL
 
     server_module.JudgeEngine = null_engine_class()
     config = ServeConfig(model=EMBEDDED_MODEL, port=0, auth_tokens=(TOKEN,), semscore=False)

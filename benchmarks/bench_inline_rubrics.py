@@ -19,7 +19,7 @@ import argparse
 import asyncio
 
 import common
-from geval_server.rubrics import PRESET_DIR, read_toml
+from geval_server.scorers.geval.rubrics import PRESET_DIR, read_toml
 
 CONDITIONS = ("one rubric for the batch", "a rubric per prompt", "a rubric per item")
 

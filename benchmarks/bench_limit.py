@@ -54,7 +54,7 @@ class ModelShape:
 def cached_tokens(prompts: list[list[int]], block: int, warm: list[int]) -> list[int]:
     """Prefix-cache hits per prompt, in token order: whole blocks of the longest
     prefix shared with a prompt before it (vLLM always recomputes the last token)."""
-    from geval_server.score_slot import common_prefix
+    from geval_server.scorers.geval.slot import common_prefix
 
     order = sorted(range(len(prompts)), key=lambda i: prompts[i])
     seen, hits = [warm], [0] * len(prompts)
@@ -94,7 +94,7 @@ def matmul_flops(n: int, m: int, k: int, repeats: int, threads: int, dtype: str)
 
 async def engine_run(caching: bool, items: list[dict], prompts: common.JudgePrompts, warm: dict):
     """The server's engine driver in this process with the server's settings, caching on or off."""
-    from geval_server.engine import JudgeEngine
+    from geval_server.engine.vllm_engine import JudgeEngine
 
     ids = [prompts.ids(item) for item in items]
     warm_ids = prompts.ids(warm)

@@ -139,7 +139,7 @@ async def kv_reuse_probe(prompts: common.JudgePrompts, items: list[dict]) -> lis
     prompt and the rationale the judge wrote, tokens of the slot read, of which served
     from vLLM's prefix cache). The slot read follows the rationale request, as the server
     issues them."""
-    from geval_server.reasoning import rationale_tokens
+    from geval_server.scorers.geval.reasoning import rationale_tokens
     from vllm import SamplingParams
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.inputs import TokensPrompt

@@ -69,7 +69,7 @@ def calls(items: list[dict], size: int = ITEMS_PER_CALL) -> list[list[dict]]:
 
 
 def embedded_model_path() -> str:
-    from geval_server.embedded_model import EMBEDDED_MODEL, resolve_model
+    from geval_server.engine.embedded_model import EMBEDDED_MODEL, resolve_model
 
     return resolve_model(EMBEDDED_MODEL)
 
@@ -77,7 +77,7 @@ def embedded_model_path() -> str:
 def engine_settings(**overrides: Any) -> dict[str, Any]:
     """The server's engine settings for the embedded judge (its CPU defaults here), with
     the vLLM environment variables it runs with."""
-    from geval_server.engine import JudgeEngine
+    from geval_server.engine.vllm_engine import JudgeEngine
 
     engine = JudgeEngine(embedded_model_path(), overrides)
     return {**engine.settings, **engine.environment}
@@ -87,7 +87,7 @@ def engine_arguments() -> dict[str, Any]:
     """The server's AsyncEngineArgs fields for the embedded judge, for a bare engine or
     `vllm serve`; building them sets the server's vLLM environment variables in this
     process, which its children inherit."""
-    from geval_server.engine import JudgeEngine
+    from geval_server.engine.vllm_engine import JudgeEngine
 
     return dict(JudgeEngine(embedded_model_path(), {}).settings)
 
@@ -97,10 +97,10 @@ class JudgePrompts:
     code (tokenizer, `prepare_rubric`) but no engine."""
 
     def __init__(self, rubric: str = RUBRIC) -> None:
-        from geval_server.prompts import Tokenization
-        from geval_server.rubrics import load_rubrics
-        from geval_server.score_slot import LabelVocabulary
-        from geval_server.scorers.geval import prepare_rubric
+        from geval_server.scorers.geval.prompts import Tokenization
+        from geval_server.scorers.geval.rubrics import load_rubrics
+        from geval_server.scorers.geval.scorer import prepare_rubric
+        from geval_server.scorers.geval.slot import LabelVocabulary
         from transformers import AutoTokenizer
 
         self.tokenization = Tokenization(AutoTokenizer.from_pretrained(embedded_model_path()))
@@ -109,7 +109,7 @@ class JudgePrompts:
         )
 
     def ids(self, item: dict) -> list[int]:
-        from geval_server.prompts import JudgeInput
+        from geval_server.scorers.geval.prompts import JudgeInput
 
         return self.prepared.builder.build(JudgeInput(item["prompt"], item["completion"])).ids
 

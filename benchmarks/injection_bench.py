@@ -27,11 +27,11 @@ from geval_audit.cli import mode_from_args
 from geval_audit.injections import CORPUS, load_corpus
 from geval_audit.redteam import report_tables, run_redteam, summeval_base_texts
 from geval_client import RewardClient
-from geval_server.claim_blanking import ScoreClaimRedactor
-from geval_server.grader_lines import GraderLineRedactor
+from geval_server.defences.grader_lines import GraderLineRedactor
+from geval_server.defences.score_claims import ScoreClaimRedactor
 from geval_server.judge import CompletionRedactor
 from geval_server.launcher import running_server
-from geval_server.rubrics import load_rubrics
+from geval_server.scorers.geval.rubrics import load_rubrics
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 

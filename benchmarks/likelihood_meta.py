@@ -23,8 +23,8 @@ import time
 
 import common
 from geval_client import RewardClient
-from geval_server.rubrics import PRESET_DIR, read_toml
-from geval_server.scorers.text_guards import copy_rate, guard_factor, repetition_rate
+from geval_server.scorers.geval.rubrics import PRESET_DIR, read_toml
+from geval_server.scorers.likelihood.guards import copy_rate, guard_factor, repetition_rate
 
 VARIANTS = ("generic", "aspect")
 PMI_SUFFIX = "-pmi"

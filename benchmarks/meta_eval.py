@@ -54,7 +54,7 @@ from geval_audit.stats import (
 from geval_audit.tables import markdown_table
 from geval_client import Logprobs, Reasoning, RewardClient, Sampling
 from geval_server.launcher import running_server
-from geval_server.rubrics import PRESET_DIR, read_toml
+from geval_server.scorers.geval.rubrics import PRESET_DIR, read_toml
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results" / "meta_eval"
 NO_STEPS_SUFFIX = "-nosteps"

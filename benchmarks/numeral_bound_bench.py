@@ -23,7 +23,7 @@ import time
 
 from geval_audit import datasets
 from geval_client import RewardClient, make_item
-from geval_server.numeral_mask import mask_numerals
+from geval_server.defences.numeral_mask import mask_numerals
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
 SETS = {"SummEval summaries": (datasets.summeval, "summeval-coherence"),

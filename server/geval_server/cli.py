@@ -14,10 +14,10 @@ from typing import Any
 
 from geval_client.transport import TOKEN_ENV, read_token
 
-from .config import ServeConfig
-from .embedded_model import EMBEDDED_MODEL
-from .engine_flags import add_engine_flags, given_engine_flags
-from .validation import Limits
+from geval_server.api.wire import Limits
+from geval_server.config import ServeConfig
+from geval_server.engine.embedded_model import EMBEDDED_MODEL
+from geval_server.engine.flags import add_engine_flags, given_engine_flags
 
 SERVE_EPILOG = (
     "Flags are listed by group: --help=all shows every flag, --help=<group> one group "
@@ -116,7 +116,7 @@ def _auth_tokens(args: argparse.Namespace, parser: argparse.ArgumentParser) -> t
 
 
 def _serve(argv: list[str]) -> int:
-    from .server import serve
+    from geval_server.server import serve
 
     parser, engine_flags = _serve_parser()
     args = parser.parse_args(argv)

@@ -9,9 +9,9 @@ from typing import Any
 
 from geval_client.defaults import DEFAULT_PORT
 
-from .read_memo import DEFAULT_SIZE as DEFAULT_READ_MEMO_SIZE
-from .rubrics import DEFAULT_RUBRIC
-from .validation import Limits
+from geval_server.api.wire import Limits
+from geval_server.engine.read_memo import DEFAULT_SIZE as DEFAULT_READ_MEMO_SIZE
+from geval_server.scorers.geval.rubrics import DEFAULT_RUBRIC
 
 
 @dataclass

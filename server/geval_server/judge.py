@@ -15,19 +15,19 @@ import logging
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .claim_blanking import ScoreClaimRedactor
-from .engine import JudgeEngine
-from .expected_score import NoLabelMass
-from .grader_lines import GraderLineRedactor
-from .groupwise import GroupJudge, GroupRequest, GroupResult
-from .inline_rubrics import InlineRubrics
-from .numeral_mask import mask_numerals
-from .prompts import JudgeInput
-from .rubrics import Rubric, RubricError
-from .score_slot import LabelTokenError
-from .scorers.base import ItemFailure, Kind, Score, Scorer, ScorerInfo
-from .scorers.read_mode import Logprobs, ReadMode
-from .validation import Choice, ValidGroups, ValidRequest
+from geval_server.api.wire import Choice, ValidGroups, ValidRequest
+from geval_server.defences.grader_lines import GraderLineRedactor
+from geval_server.defences.numeral_mask import mask_numerals
+from geval_server.defences.score_claims import ScoreClaimRedactor
+from geval_server.engine.vllm_engine import JudgeEngine
+from geval_server.groupwise.judge import GroupJudge, GroupRequest, GroupResult
+from geval_server.scorers.base import ItemFailure, Kind, Score, Scorer, ScorerInfo
+from geval_server.scorers.geval.expected_score import NoLabelMass
+from geval_server.scorers.geval.inline import InlineRubrics
+from geval_server.scorers.geval.prompts import JudgeInput
+from geval_server.scorers.geval.rubrics import Rubric, RubricError
+from geval_server.scorers.geval.slot import LabelTokenError
+from geval_server.scorers.scoring_mode import Logprobs, ReadMode
 
 log = logging.getLogger(__name__)
 

@@ -14,27 +14,27 @@ from geval_client.pb import reward_pb2, reward_pb2_grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from .auth import TokenAuthInterceptor
-from .calls import CallInterceptor
-from .config import ServeConfig
-from .dtype_choice import judge_identity
-from .embedded_model import resolve_model
-from .engine import JudgeEngine
-from .groupwise import GroupJudge
-from .inline_rubrics import InlineRubrics
-from .judge import Judge
-from .metrics import serve_metrics
-from .prompts import JudgeInput, Tokenization
-from .rubrics import Rubric, RubricError, load_rubrics, rubric_files
-from .score_slot import LabelTokenError
-from .scorers.base import Scorer
-from .scorers.geval import GEvalPreparer
-from .scorers.likelihood import LikelihoodScorer
-from .scorers.likelihood_spec import LikelihoodSpec, load_specs
-from .scorers.semscore import EmbeddingModel, SemScoreScorer
-from .service import RewardService
-from .tokenization import JudgeTokenizerError
-from .validation import Limits
+from geval_server.api.auth import TokenAuthInterceptor
+from geval_server.api.calls import CallInterceptor
+from geval_server.api.servicer import RewardService
+from geval_server.api.wire import Limits
+from geval_server.config import ServeConfig
+from geval_server.engine.dtype import judge_identity
+from geval_server.engine.embedded_model import resolve_model
+from geval_server.engine.tokenization import JudgeTokenizerError
+from geval_server.engine.vllm_engine import JudgeEngine
+from geval_server.groupwise.judge import GroupJudge
+from geval_server.judge import Judge
+from geval_server.metrics import serve_metrics
+from geval_server.scorers.base import Scorer
+from geval_server.scorers.geval.inline import InlineRubrics
+from geval_server.scorers.geval.prompts import JudgeInput, Tokenization
+from geval_server.scorers.geval.rubrics import Rubric, RubricError, load_rubrics, rubric_files
+from geval_server.scorers.geval.scorer import GEvalPreparer
+from geval_server.scorers.geval.slot import LabelTokenError
+from geval_server.scorers.likelihood.scorer import LikelihoodScorer
+from geval_server.scorers.likelihood.spec import LikelihoodSpec, load_specs
+from geval_server.scorers.semscore import EmbeddingModel, SemScoreScorer
 
 log = logging.getLogger(__name__)
 
@@ -224,7 +224,7 @@ async def serve(config: ServeConfig) -> int:
 
     watcher = asyncio.create_task(_watch_engine(judge, died))
     if config.demo:
-        from .demo import show_demo
+        from geval_server.demo import show_demo
 
         await show_demo(f"127.0.0.1:{port}" if config.host in ("0.0.0.0", "::") else f"{config.host}:{port}")
     await asyncio.wait([asyncio.create_task(stop.wait()), asyncio.create_task(died.wait())],

@@ -10,7 +10,7 @@ import grpc
 import pytest
 from geval_client import make_item
 from geval_client.pb import reward_pb2
-from geval_server.auth import AMBIGUOUS, DENIED
+from geval_server.api.auth import AMBIGUOUS, DENIED
 from geval_server.launcher import start_server, stop_server
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -52,7 +52,7 @@ def score_request_bytes(**fields) -> bytes:
 
 def logged_calls(log_path) -> list[dict]:
     return [json.loads(line.split(": ", 1)[1]) for line in log_path.read_text().splitlines()
-            if "geval_server.calls: {" in line]
+            if "geval_server.api.calls: {" in line]
 
 
 def test_a_corrupt_protobuf_is_invalid_argument_naming_the_problem(channel):

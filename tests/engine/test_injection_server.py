@@ -9,7 +9,7 @@ import json
 import pytest
 from geval_audit.injections import load_corpus
 from geval_client import make_item
-from geval_server.claim_blanking import REDACTED
+from geval_server.defences.score_claims import REDACTED
 
 ARTICLE = (
     "The city council voted on Tuesday to build a new public library on the site of the old bus "

@@ -5,7 +5,7 @@ reviewed before scoring, and a bad rubric names its field."""
 import grpc
 import pytest
 from geval_client import RewardServerError, Sampling, make_item
-from geval_server.rubrics import PRESET_DIR, read_toml
+from geval_server.scorers.geval.rubrics import PRESET_DIR, read_toml
 
 ARTICLE = (
     "The city council voted on Tuesday to build a new public library on the site of the old bus "

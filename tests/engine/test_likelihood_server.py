@@ -7,7 +7,7 @@ import math
 import pytest
 from geval_client import GEvalScore, LikelihoodScore, make_item
 from geval_client.pb import reward_pb2
-from geval_server.scorers.text_guards import copy_rate, guard_factor, repetition_rate
+from geval_server.scorers.likelihood.guards import copy_rate, guard_factor, repetition_rate
 
 ARTICLE = (
     "The city council voted on Tuesday to build a new public library on the site of the old bus "
@@ -23,7 +23,7 @@ SUMMARIES = [
 
 @pytest.fixture(scope="module")
 def tokenizer(server_address, client):
-    from geval_server.embedded_model import EMBEDDED_MODEL, resolve_model
+    from geval_server.engine.embedded_model import EMBEDDED_MODEL, resolve_model
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(resolve_model(EMBEDDED_MODEL))

@@ -4,7 +4,7 @@ no rule knows can only lower the reward; a completion without one is read once, 
 
 import pytest
 from geval_client import make_item
-from geval_server.numeral_mask import mask_numerals
+from geval_server.defences.numeral_mask import mask_numerals
 
 ARTICLE = (
     "The city council voted on Tuesday to build a new public library on the site of the old bus "

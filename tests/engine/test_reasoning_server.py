@@ -17,7 +17,7 @@ RUBRICS = ["summeval-coherence", "summeval-fluency"]
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from geval_server.embedded_model import embedded_checkpoint
+    from geval_server.engine.embedded_model import embedded_checkpoint
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(embedded_checkpoint())

@@ -25,7 +25,7 @@ from geval_client import RewardClient, make_item
 from geval_client.pb import reward_pb2, reward_pb2_grpc
 from geval_client.retry import RetryPolicy
 from geval_client.transport import TLSOptions
-from geval_server.auth import DENIED
+from geval_server.api.auth import DENIED
 from geval_server.launcher import start_server, stop_server
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -229,5 +229,5 @@ def test_sigterm_finishes_in_flight_work_then_exits_zero(server):
     assert server.process.wait(timeout=120) == 0
     # one log line per call, the interceptor's, with the servicer's fields merged in
     lines = [json.loads(line.split(": ", 1)[1]) for line in server.log.read_text().splitlines()
-             if "geval_server.calls: {" in line]
+             if "geval_server.api.calls: {" in line]
     assert any(line["method"].endswith("/Score") and line["items"] == 8 and line["code"] == "OK" for line in lines)

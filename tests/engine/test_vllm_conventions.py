@@ -13,9 +13,9 @@ import urllib.request
 import grpc
 import pytest
 from geval_client import RewardClient, make_item
-from geval_server.dtype_choice import cpu_dtype
-from geval_server.embedded_model import EMBEDDED_MODEL
-from geval_server.engine import on_cpu
+from geval_server.engine.dtype import cpu_dtype
+from geval_server.engine.embedded_model import EMBEDDED_MODEL
+from geval_server.engine.vllm_engine import on_cpu
 from geval_server.launcher import start_server, stop_server
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 

@@ -14,10 +14,10 @@ import shutil
 
 import pytest
 from geval_client import RewardClient, make_item
-from geval_server.dtype_choice import judge_identity
+from geval_server.engine.dtype import judge_identity
 from geval_server.launcher import ServerStartError, start_server, stop_server
-from geval_server.prompts import JudgeInput
-from geval_server.rubrics import rubric_from_dict
+from geval_server.scorers.geval.prompts import JudgeInput
+from geval_server.scorers.geval.rubrics import rubric_from_dict
 
 from tests.families.assets import model_dir
 
@@ -69,8 +69,8 @@ def served(request, tmp_path_factory):
 def _in_transformers(checkpoint):
     """The checkpoint loaded as the server loads its tokenizer, and its model in transformers."""
     import torch
-    from geval_server.score_slot import LabelVocabulary
-    from geval_server.tokenization import Tokenization
+    from geval_server.engine.tokenization import Tokenization
+    from geval_server.scorers.geval.slot import LabelVocabulary
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenization = Tokenization(AutoTokenizer.from_pretrained(checkpoint))
@@ -82,8 +82,8 @@ def _transformers_scores(checkpoint, rubric: dict):
     """What the checkpoint itself gives for each of ITEMS under `rubric`, read in transformers
     with the server's prompt and label plan: (content hash, [(label distribution, label mass)])."""
     import torch
-    from geval_server.expected_score import estimate
-    from geval_server.scorers.geval import prepare_rubric
+    from geval_server.scorers.geval.expected_score import estimate
+    from geval_server.scorers.geval.scorer import prepare_rubric
 
     tokenization, vocabulary, model = _in_transformers(checkpoint)
     parsed = rubric_from_dict(rubric, "test")

@@ -6,11 +6,11 @@ leaves open is closed (with the control token) before the form, so the slot is r
 after the reasoning. No engine."""
 
 import pytest
-from geval_server.prompts import FORM_HEADER, JudgeInput
-from geval_server.rubrics import load_rubrics
-from geval_server.score_slot import LabelVocabulary
-from geval_server.scorers.geval import prepare_rubric
-from geval_server.tokenization import Tokenization
+from geval_server.engine.tokenization import Tokenization
+from geval_server.scorers.geval.prompts import FORM_HEADER, JudgeInput
+from geval_server.scorers.geval.rubrics import load_rubrics
+from geval_server.scorers.geval.scorer import prepare_rubric
+from geval_server.scorers.geval.slot import LabelVocabulary
 
 from tests.families.assets import THINKING_TEMPLATES, load_tokenizer, thinking_template
 

@@ -10,12 +10,12 @@ import datetime
 import functools
 
 import pytest
-from geval_server.expected_score import Scale
-from geval_server.prompts import JudgeInput, PromptBuilder, form_text, framing_text
-from geval_server.rubrics import load_rubrics
-from geval_server.score_slot import LabelVocabulary, find_score_slot
-from geval_server.scorers.geval import prepare_rubric
-from geval_server.tokenization import Tokenization
+from geval_server.engine.tokenization import Tokenization
+from geval_server.scorers.geval.expected_score import Scale
+from geval_server.scorers.geval.prompts import JudgeInput, PromptBuilder, form_text, framing_text
+from geval_server.scorers.geval.rubrics import load_rubrics
+from geval_server.scorers.geval.scorer import prepare_rubric
+from geval_server.scorers.geval.slot import LabelVocabulary, find_score_slot
 
 from tests.families.assets import FAMILIES, load_tokenizer
 

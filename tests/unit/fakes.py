@@ -3,8 +3,8 @@
 import asyncio
 import math
 
-from geval_server.prompts import Tokenization
-from geval_server.rubrics import load_rubrics
+from geval_server.scorers.geval.prompts import Tokenization
+from geval_server.scorers.geval.rubrics import load_rubrics
 from geval_server.server import prepare_judge
 
 

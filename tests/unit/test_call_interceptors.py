@@ -11,8 +11,8 @@ import logging
 import grpc
 import pytest
 from geval_client.pb import reward_pb2, reward_pb2_grpc
-from geval_server.auth import AMBIGUOUS, DENIED, TokenAuthInterceptor
-from geval_server.calls import CallInterceptor
+from geval_server.api.auth import AMBIGUOUS, DENIED, TokenAuthInterceptor
+from geval_server.api.calls import CallInterceptor
 
 SCORE = "/geval.reward.v1.RewardService/Score"
 AUTH = (("authorization", "Bearer right"),)
@@ -64,9 +64,9 @@ async def call_all(cases) -> list[tuple[grpc.StatusCode, str]]:
 
 
 def test_each_call_gets_its_status_and_is_logged_with_it(caplog):
-    with caplog.at_level(logging.INFO, logger="geval_server.calls"):
+    with caplog.at_level(logging.INFO, logger="geval_server.api.calls"):
         outcomes = asyncio.run(call_all(CASES))
-    logged = [json.loads(record.getMessage()) for record in caplog.records if record.name == "geval_server.calls"]
+    logged = [json.loads(record.getMessage()) for record in caplog.records if record.name == "geval_server.api.calls"]
     assert len(logged) == len(CASES)
     for (name, method, _, _, code, words), (got, details), line in zip(CASES, outcomes, logged):
         assert got == code, name

@@ -7,11 +7,11 @@ import asyncio
 import math
 
 import pytest
-from geval_server.expected_score import Scale
-from geval_server.prompts import JudgeInput, Tokenization
-from geval_server.rubrics import Rubric, rubric_from_dict
-from geval_server.scorers.geval import GEvalPreparer
-from geval_server.scorers.read_mode import Logprobs
+from geval_server.scorers.geval.expected_score import Scale
+from geval_server.scorers.geval.prompts import JudgeInput, Tokenization
+from geval_server.scorers.geval.rubrics import Rubric, rubric_from_dict
+from geval_server.scorers.geval.scorer import GEvalPreparer
+from geval_server.scorers.scoring_mode import Logprobs
 
 from tests.unit.fakes import SpaceDigitTokenizer, fake_judge
 

@@ -4,8 +4,8 @@ request plan with a recording fake engine."""
 
 
 import pytest
-from geval_server.claim_blanking import REDACTED, ScoreClaimRedactor
-from geval_server.prompts import JudgeInput
+from geval_server.defences.score_claims import REDACTED, ScoreClaimRedactor
+from geval_server.scorers.geval.prompts import JudgeInput
 from geval_server.scorers.semscore import NAME as SEMSCORE
 
 from tests.unit.fakes import fake_judge, score_all

@@ -3,16 +3,16 @@ engine): the verdict slot, the order of shared text, and hostile responses kept 
 their boundaries; for a pair and for a list of the whole group."""
 
 import pytest
-from geval_server.comparison_prompt import ComparisonPrompt
-from geval_server.group_plan import cyclic_shifts
-from geval_server.prompts import Tokenization
-from geval_server.rubrics import load_rubrics
-from geval_server.score_slot import LabelVocabulary
+from geval_server.groupwise.plan import cyclic_shifts
+from geval_server.groupwise.prompt import ComparisonPrompt
+from geval_server.scorers.geval.prompts import Tokenization
+from geval_server.scorers.geval.rubrics import load_rubrics
+from geval_server.scorers.geval.slot import LabelVocabulary
 
 
 @pytest.fixture(scope="module")
 def tokenization():
-    from geval_server.embedded_model import embedded_checkpoint
+    from geval_server.engine.embedded_model import embedded_checkpoint
     from transformers import AutoTokenizer
 
     return Tokenization(AutoTokenizer.from_pretrained(embedded_checkpoint()))

@@ -3,15 +3,15 @@
 import math
 
 import pytest
-from geval_server.expected_score import (
+from geval_server.judge import weighted_reward
+from geval_server.scorers.geval.expected_score import (
     NoLabelMass,
     Scale,
     estimate,
     estimate_from_samples,
     parse_sampled_label,
 )
-from geval_server.judge import weighted_reward
-from geval_server.score_slot import plan_label_reads
+from geval_server.scorers.geval.slot import plan_label_reads
 
 ONE_TO_FIVE = Scale(1, 5)
 

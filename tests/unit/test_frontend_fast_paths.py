@@ -10,10 +10,10 @@ import re
 import pytest
 from geval_audit import datasets
 from geval_audit.injections import CORPUS, load_corpus
-from geval_server import claim_blanking as sc
-from geval_server.grader_lines import GraderLineRedactor
-from geval_server.reader_text import reader_view, skeleton_text, skeleton_view
-from geval_server.tokenization import _PLAIN, Tokenization, _for_plain_text
+from geval_server.defences import score_claims as sc
+from geval_server.defences.grader_lines import GraderLineRedactor
+from geval_server.defences.reader_text import reader_view, skeleton_text, skeleton_view
+from geval_server.engine.tokenization import _PLAIN, Tokenization, _for_plain_text
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -31,7 +31,7 @@ def summeval_texts() -> tuple[str, ...]:
 
 @functools.cache
 def embedded() -> Tokenization:
-    from geval_server.embedded_model import embedded_checkpoint
+    from geval_server.engine.embedded_model import embedded_checkpoint
     from transformers import AutoTokenizer
 
     return Tokenization(AutoTokenizer.from_pretrained(embedded_checkpoint()))
@@ -201,7 +201,7 @@ def hostile_and_clean_texts() -> list[str]:
 
 
 def test_the_grader_line_scans_skipped_by_their_words_find_what_the_full_scans_find():
-    from geval_server import grader_lines as gl
+    from geval_server.defences import grader_lines as gl
 
     redactor = gl.GraderLineRedactor(CRITERIA)
     found = 0
@@ -217,7 +217,7 @@ def test_the_grader_line_scans_skipped_by_their_words_find_what_the_full_scans_f
 
 
 def test_the_number_words_skipped_by_the_word_set_are_the_ones_the_walk_masks():
-    from geval_server import numeral_mask as nm
+    from geval_server.defences import numeral_mask as nm
 
     for text in hostile_and_clean_texts():
         skeleton = skeleton_view(text)[0]

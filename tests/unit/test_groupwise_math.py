@@ -7,8 +7,8 @@ import math
 import random
 
 import pytest
-from geval_server.group_plan import Schedule, canonical_order, cyclic_shifts, default_schedule, pairs
-from geval_server.win_matrix import (
+from geval_server.groupwise.plan import Schedule, canonical_order, cyclic_shifts, default_schedule, pairs
+from geval_server.groupwise.win_matrix import (
     Aggregation,
     ListRead,
     OrderRead,

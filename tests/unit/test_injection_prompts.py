@@ -4,7 +4,7 @@ user field, and no field can close its boundary tag early."""
 
 import pytest
 from geval_audit.injections import POSITIONS, load_corpus
-from geval_server.prompts import (
+from geval_server.scorers.geval.prompts import (
     BOUNDARY_TAGS,
     COMPLETION_TAG,
     JudgeInput,
@@ -12,9 +12,9 @@ from geval_server.prompts import (
     escape_boundaries,
     framing_text,
 )
-from geval_server.rubrics import load_rubrics
-from geval_server.score_slot import LabelVocabulary
-from geval_server.scorers.geval import prepare_rubric
+from geval_server.scorers.geval.rubrics import load_rubrics
+from geval_server.scorers.geval.scorer import prepare_rubric
+from geval_server.scorers.geval.slot import LabelVocabulary
 
 FIELDS = ("prompt", "completion", "reference")
 # The issue's list plus other end-of-text spellings seen across chat templates.
@@ -26,7 +26,7 @@ GENERIC_MARKERS = [
 
 @pytest.fixture(scope="module")
 def tokenization():
-    from geval_server.embedded_model import embedded_checkpoint
+    from geval_server.engine.embedded_model import embedded_checkpoint
     from transformers import AutoTokenizer
 
     return Tokenization(AutoTokenizer.from_pretrained(embedded_checkpoint()))

@@ -7,12 +7,12 @@ import pytest
 from geval_client import make_item
 from geval_client.pb import reward_pb2
 from geval_client.requests import score_request
-from geval_server.inline_rubrics import InlineRubrics
+from geval_server.api.wire import Limits, RequestError, validate
 from geval_server.judge import UnservableRubric
-from geval_server.prompts import JudgeInput
-from geval_server.rubrics import Rubric, RubricError, load_rubrics
 from geval_server.scorers.base import ItemFailure
-from geval_server.validation import Limits, RequestError, validate
+from geval_server.scorers.geval.inline import InlineRubrics
+from geval_server.scorers.geval.prompts import JudgeInput
+from geval_server.scorers.geval.rubrics import Rubric, RubricError, load_rubrics
 
 from tests.unit.fakes import fake_judge
 
@@ -80,7 +80,7 @@ def test_the_number_of_distinct_rubrics_a_request_brings_is_bounded():
 
 
 def test_an_unservable_item_rubric_fails_its_item_and_an_unservable_request_rubric_the_call():
-    from geval_server.score_slot import LabelTokenError
+    from geval_server.scorers.geval.slot import LabelTokenError
 
     async def unreadable(rubric):
         raise LabelTokenError("'10' is 2 tokens")
@@ -194,10 +194,10 @@ def test_a_proto_rubric_spec_round_trips_from_a_dict():
 def test_rubric_text_cannot_carry_the_judges_control_tokens_or_close_a_boundary():
     import dataclasses
 
-    from geval_server.embedded_model import embedded_checkpoint
-    from geval_server.score_slot import LabelVocabulary
-    from geval_server.scorers.geval import prepare_rubric
-    from geval_server.tokenization import Tokenization
+    from geval_server.engine.embedded_model import embedded_checkpoint
+    from geval_server.engine.tokenization import Tokenization
+    from geval_server.scorers.geval.scorer import prepare_rubric
+    from geval_server.scorers.geval.slot import LabelVocabulary
     from transformers import AutoTokenizer
 
     tokenization = Tokenization(AutoTokenizer.from_pretrained(embedded_checkpoint()))

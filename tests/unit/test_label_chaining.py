@@ -5,9 +5,15 @@ digit, and `10` is ` 1` (or `1`) then `0`."""
 import math
 
 import pytest
-from geval_server.expected_score import Scale
-from geval_server.score_slot import LabelTokenError, LabelVocabulary, SlotRead, find_score_slot, plan_label_reads
-from geval_server.tokenization import Tokenization
+from geval_server.engine.tokenization import Tokenization
+from geval_server.scorers.geval.expected_score import Scale
+from geval_server.scorers.geval.slot import (
+    LabelTokenError,
+    LabelVocabulary,
+    SlotRead,
+    find_score_slot,
+    plan_label_reads,
+)
 
 from tests.unit.fakes import SpaceDigitTokenizer
 

@@ -6,13 +6,13 @@ import asyncio
 import math
 
 import pytest
-from geval_server.prompts import JudgeInput, Tokenization
-from geval_server.rubrics import RubricError, load_rubrics, rubric_files
 from geval_server.scorers.base import ItemFailure
-from geval_server.scorers.likelihood import LikelihoodScorer, combine, reward_from, score_from
-from geval_server.scorers.likelihood_spec import Baseline, Direction, load_specs, spec_from_dict
-from geval_server.scorers.read_mode import Logprobs
-from geval_server.scorers.text_guards import copy_rate, guard_factor, repetition_rate
+from geval_server.scorers.geval.prompts import JudgeInput, Tokenization
+from geval_server.scorers.geval.rubrics import RubricError, load_rubrics, rubric_files
+from geval_server.scorers.likelihood.guards import copy_rate, guard_factor, repetition_rate
+from geval_server.scorers.likelihood.scorer import LikelihoodScorer, combine, reward_from, score_from
+from geval_server.scorers.likelihood.spec import Baseline, Direction, load_specs, spec_from_dict
+from geval_server.scorers.scoring_mode import Logprobs
 
 from .fakes import SpaceDigitTokenizer
 

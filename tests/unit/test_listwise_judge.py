@@ -8,14 +8,14 @@ import re
 
 import pytest
 from geval_client.pb import reward_pb2
-from geval_server.comparison_prompt import ComparisonPrompt
-from geval_server.group_plan import Group, Schedule
-from geval_server.groupwise import GroupJudge, GroupRequest
-from geval_server.prompts import COMPLETION_TAG, Tokenization
-from geval_server.rubrics import load_rubrics
-from geval_server.score_slot import LabelVocabulary
-from geval_server.validation import RequestError, validate_groups
-from geval_server.win_matrix import Aggregation
+from geval_server.api.wire import RequestError, validate_groups
+from geval_server.groupwise.judge import GroupJudge, GroupRequest
+from geval_server.groupwise.plan import Group, Schedule
+from geval_server.groupwise.prompt import ComparisonPrompt
+from geval_server.groupwise.win_matrix import Aggregation
+from geval_server.scorers.geval.prompts import COMPLETION_TAG, Tokenization
+from geval_server.scorers.geval.rubrics import load_rubrics
+from geval_server.scorers.geval.slot import LabelVocabulary
 
 from tests.unit.fakes import SpaceDigitTokenizer
 

@@ -2,10 +2,10 @@
 addressed to the grader (grader_lines.py)."""
 
 import pytest
-from geval_server.claim_blanking import ScoreClaimRedactor
-from geval_server.grader_lines import REMOVED, GraderLineRedactor
-from geval_server.prompts import escape_boundaries
-from geval_server.reader_text import reader_text, replace_spans, skeleton_text, skeleton_view
+from geval_server.defences.grader_lines import REMOVED, GraderLineRedactor
+from geval_server.defences.reader_text import reader_text, replace_spans, skeleton_text, skeleton_view
+from geval_server.defences.score_claims import ScoreClaimRedactor
+from geval_server.scorers.geval.prompts import escape_boundaries
 
 CRITERIA = ["Coherence", "Fluency", "Consistency", "Relevance"]
 

@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 import pytest
+from geval_server.defences.numeral_mask import MASK, has_numeral, mask_numerals
 from geval_server.judge import Judge
-from geval_server.numeral_mask import MASK, has_numeral, mask_numerals
-from geval_server.prompts import JudgeInput
 from geval_server.scorers.base import Kind
+from geval_server.scorers.geval.prompts import JudgeInput
 
 
 @pytest.mark.parametrize(("text", "masked"), [

@@ -1,6 +1,6 @@
 """Filling the positions vLLM's prefix cache held from the batch's other reads."""
 
-from geval_server.prompt_logprobs import ComputedRead, fill_from_batch
+from geval_server.engine.prompt_logprobs import ComputedRead, fill_from_batch
 
 SOURCE = [1, 2, 3, 4]
 

@@ -3,18 +3,18 @@ embedded judge tokenizer (no engine) and, for tokenizers that write ` 4` as one
 token, a small fake."""
 
 import pytest
-from geval_server.expected_score import Scale
-from geval_server.prompts import JudgeInput, Tokenization, form_text, framing_text, render_chat
-from geval_server.rubrics import load_rubrics
-from geval_server.score_slot import LabelVocabulary, find_score_slot
-from geval_server.scorers.geval import prepare_rubric
+from geval_server.scorers.geval.expected_score import Scale
+from geval_server.scorers.geval.prompts import JudgeInput, Tokenization, form_text, framing_text, render_chat
+from geval_server.scorers.geval.rubrics import load_rubrics
+from geval_server.scorers.geval.scorer import prepare_rubric
+from geval_server.scorers.geval.slot import LabelVocabulary, find_score_slot
 
 from tests.unit.fakes import SpaceDigitTokenizer
 
 
 @pytest.fixture(scope="module")
 def tokenization():
-    from geval_server.embedded_model import embedded_checkpoint
+    from geval_server.engine.embedded_model import embedded_checkpoint
     from transformers import AutoTokenizer
 
     return Tokenization(AutoTokenizer.from_pretrained(embedded_checkpoint()))

@@ -6,19 +6,19 @@ import math
 import re
 
 from geval_client.pb import reward_pb2
-from geval_server.expected_score import (
+from geval_server.api.wire import RequestError, validate
+from geval_server.judge import weighted_reward
+from geval_server.scorers.base import ItemFailure
+from geval_server.scorers.geval.expected_score import (
     NoLabelMass,
     Scale,
     estimate,
     estimate_from_samples,
     parse_sampled_label,
 )
-from geval_server.judge import weighted_reward
-from geval_server.prompts import JudgeInput
-from geval_server.rubrics import DEFAULT_RUBRIC, load_rubrics
-from geval_server.score_slot import plan_label_reads
-from geval_server.scorers.base import ItemFailure
-from geval_server.validation import RequestError, validate
+from geval_server.scorers.geval.prompts import JudgeInput
+from geval_server.scorers.geval.rubrics import DEFAULT_RUBRIC, load_rubrics
+from geval_server.scorers.geval.slot import plan_label_reads
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -4,8 +4,8 @@ engine is asked once, and the memo forgets its least recently used reads first."
 import asyncio
 
 import pytest
-from geval_server.engine import JudgeEngine
-from geval_server.read_memo import ReadMemo
+from geval_server.engine.read_memo import ReadMemo
+from geval_server.engine.vllm_engine import JudgeEngine
 
 
 def test_keys_tell_prompts_and_labels_apart():

@@ -17,12 +17,12 @@ from geval_client.types import Logprobs as ClientLogprobs
 from geval_client.types import Reasoning as ClientReasoning
 from geval_client.types import Sampling as ClientSampling
 from geval_client.types import item_result
-from geval_server.engine import Generation
-from geval_server.prompts import FORM_HEADER, JudgeInput
-from geval_server.reasoning import rationale_tokens, stops, unclosed_think
-from geval_server.rubrics import load_rubrics
-from geval_server.scorers.read_mode import Reasoning
-from geval_server.validation import RequestError, validate
+from geval_server.api.wire import RequestError, validate
+from geval_server.engine.vllm_engine import Generation
+from geval_server.scorers.geval.prompts import FORM_HEADER, JudgeInput
+from geval_server.scorers.geval.reasoning import rationale_tokens, stops, unclosed_think
+from geval_server.scorers.geval.rubrics import load_rubrics
+from geval_server.scorers.scoring_mode import Reasoning
 
 from tests.unit.fakes import RecordingEngine, fake_judge
 

@@ -3,7 +3,7 @@
 import pathlib
 
 import pytest
-from geval_server.rubrics import DEFAULT_RUBRIC, RubricError, load_rubric, load_rubrics
+from geval_server.scorers.geval.rubrics import DEFAULT_RUBRIC, RubricError, load_rubric, load_rubrics
 
 PRESETS = {
     "summeval-coherence": (1, 5), "summeval-consistency": (1, 5), "summeval-fluency": (1, 3),

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 from geval_server import cli
-from geval_server.dtype_choice import CPU_DTYPE_HELP
-from geval_server.embedded_model import EMBEDDED_MODEL
-from geval_server.engine import CPU_DEFAULTS, CPU_KV_CACHE_BYTES, JudgeEngine, on_cpu
+from geval_server.engine.dtype import CPU_DTYPE_HELP
+from geval_server.engine.embedded_model import EMBEDDED_MODEL
+from geval_server.engine.vllm_engine import CPU_DEFAULTS, CPU_KV_CACHE_BYTES, JudgeEngine, on_cpu
 
 # As a user would copy it from a vLLM deployment: positional model, dashes and underscores,
 # a dotted JSON field, boolean flags in both spellings, and our own --port and --api-key.

@@ -11,10 +11,10 @@ import pytest
 from geval_client import make_item
 from geval_client.pb import reward_pb2_grpc
 from geval_client.requests import score_request
-from geval_server.calls import CallInterceptor
+from geval_server.api.calls import CallInterceptor
+from geval_server.api.servicer import RewardService
+from geval_server.api.wire import Limits
 from geval_server.server import JudgeStartError, probe_judge
-from geval_server.service import RewardService
-from geval_server.validation import Limits
 
 from tests.unit.fakes import fake_judge
 

@@ -2,7 +2,7 @@
 (pure logic; the real families are in tests/families)."""
 
 import pytest
-from geval_server.tokenization import PINNED_DATE, JudgeTokenizerError, Tokenization
+from geval_server.engine.tokenization import PINNED_DATE, JudgeTokenizerError, Tokenization
 from tokenizers import AddedToken
 
 from tests.unit.fakes import SpaceDigitTokenizer

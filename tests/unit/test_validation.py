@@ -5,10 +5,10 @@ import math
 import pytest
 from geval_client import make_item
 from geval_client.pb import reward_pb2
-from geval_server.rubrics import load_rubrics
+from geval_server.api.wire import RequestError, validate
 from geval_server.scorers.base import ItemFailure
-from geval_server.scorers.read_mode import Logprobs, Sampling
-from geval_server.validation import RequestError, validate
+from geval_server.scorers.geval.rubrics import load_rubrics
+from geval_server.scorers.scoring_mode import Logprobs, Sampling
 
 RUBRICS = {name: rubric.uses_reference for name, rubric in load_rubrics().items()}
 

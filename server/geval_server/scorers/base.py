@@ -15,8 +15,8 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..prompts import JudgeInput
-from .read_mode import ReadMode
+from geval_server.scorers.geval.prompts import JudgeInput
+from geval_server.scorers.scoring_mode import ReadMode
 
 
 class Kind(enum.Enum):

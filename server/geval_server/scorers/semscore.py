@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..prompts import JudgeInput
-from .base import Kind, ScorerInfo
-from .read_mode import ReadMode
+from geval_server.scorers.base import Kind, ScorerInfo
+from geval_server.scorers.geval.prompts import JudgeInput
+from geval_server.scorers.scoring_mode import ReadMode
 
 NAME = "semscore"
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"

@@ -13,7 +13,7 @@ import logging
 import pathlib
 import shutil
 
-from .cache import cache_dir
+from geval_server.cache import cache_dir
 
 log = logging.getLogger(__name__)
 

@@ -10,15 +10,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..autocot import ensure_steps
-from ..engine import JudgeEngine
-from ..expected_score import ScoreEstimate, estimate, estimate_from_samples
-from ..prompts import JudgeInput, PromptBuilder, PromptParts, Tokenization, form_text
-from ..reasoning import ReasoningLayout, rationale_tokens, reasoning_layout
-from ..rubrics import Rubric
-from ..score_slot import LabelVocabulary, ScoreSlot, find_score_slot
-from .base import ItemFailure, Kind, ScorerInfo
-from .read_mode import Logprobs, ReadMode, Reasoning
+from geval_server.engine.vllm_engine import JudgeEngine
+from geval_server.scorers.base import ItemFailure, Kind, ScorerInfo
+from geval_server.scorers.geval.autocot import ensure_steps
+from geval_server.scorers.geval.expected_score import ScoreEstimate, estimate, estimate_from_samples
+from geval_server.scorers.geval.prompts import JudgeInput, PromptBuilder, PromptParts, Tokenization, form_text
+from geval_server.scorers.geval.reasoning import ReasoningLayout, rationale_tokens, reasoning_layout
+from geval_server.scorers.geval.rubrics import Rubric
+from geval_server.scorers.geval.slot import LabelVocabulary, ScoreSlot, find_score_slot
+from geval_server.scorers.scoring_mode import Logprobs, ReadMode, Reasoning
 
 SAMPLED_TOKENS = 4  # a sampled answer is read from its first few tokens
 # Engine requests per item at the score slot: a 1-10 scale takes 2 (SmolLM2, Qwen), 0-100 about 12;

@@ -11,10 +11,10 @@ import hashlib
 import json
 import logging
 
-from .cache import cache_dir
-from .engine import JudgeEngine
-from .rubrics import Rubric
-from .tokenization import Tokenization
+from geval_server.cache import cache_dir
+from geval_server.engine.tokenization import Tokenization
+from geval_server.engine.vllm_engine import JudgeEngine
+from geval_server.scorers.geval.rubrics import Rubric
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..reasoning import REASONING_TOKENS
+from geval_server.scorers.geval.reasoning import REASONING_TOKENS
 
 
 @dataclass(frozen=True)

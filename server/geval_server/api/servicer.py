@@ -12,17 +12,17 @@ import uuid
 import grpc
 from geval_client.pb import reward_pb2, reward_pb2_grpc
 
-from . import __version__, metrics
-from .calls import call_record
-from .group_plan import Schedule
-from .groupwise import GroupResult
-from .judge import ItemOutcome, ItemScore, Judge, UnservableRubric
-from .scorers.base import ItemFailure, Kind, ScorerInfo
-from .scorers.geval import GEvalDetails, GEvalScore
-from .scorers.likelihood import LikelihoodDetails, LikelihoodScore
-from .scorers.read_mode import Logprobs, Reasoning, Sampling
-from .scorers.semscore import SemScoreDetails, SemScoreResult
-from .validation import Limits, RequestError, inline_rubrics, validate, validate_groups
+from geval_server import __version__, metrics
+from geval_server.api.calls import call_record
+from geval_server.api.wire import Limits, RequestError, inline_rubrics, validate, validate_groups
+from geval_server.groupwise.judge import GroupResult
+from geval_server.groupwise.plan import Schedule
+from geval_server.judge import ItemOutcome, ItemScore, Judge, UnservableRubric
+from geval_server.scorers.base import ItemFailure, Kind, ScorerInfo
+from geval_server.scorers.geval.scorer import GEvalDetails, GEvalScore
+from geval_server.scorers.likelihood.scorer import LikelihoodDetails, LikelihoodScore
+from geval_server.scorers.scoring_mode import Logprobs, Reasoning, Sampling
+from geval_server.scorers.semscore import SemScoreDetails, SemScoreResult
 
 log = logging.getLogger(__name__)
 

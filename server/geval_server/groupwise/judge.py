@@ -20,15 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .comparison_prompt import LETTERS, PAIR, ComparisonPrompt, GroupInput
-from .engine import JudgeEngine
-from .expected_score import NoLabelMass
-from .group_plan import Group, Schedule, cyclic_shifts, default_schedule, pairs
-from .rubrics import Rubric
-from .score_slot import LabelTokenError, LabelVocabulary
-from .scorers.base import ItemFailure
-from .tokenization import Tokenization
-from .win_matrix import (
+from geval_server.engine.tokenization import Tokenization
+from geval_server.engine.vllm_engine import JudgeEngine
+from geval_server.groupwise.plan import Group, Schedule, cyclic_shifts, default_schedule, pairs
+from geval_server.groupwise.prompt import LETTERS, PAIR, ComparisonPrompt, GroupInput
+from geval_server.groupwise.win_matrix import (
     Aggregation,
     GroupOutcome,
     ListRead,
@@ -38,6 +34,10 @@ from .win_matrix import (
     anchor_outcome,
     listwise_outcome,
 )
+from geval_server.scorers.base import ItemFailure
+from geval_server.scorers.geval.expected_score import NoLabelMass
+from geval_server.scorers.geval.rubrics import Rubric
+from geval_server.scorers.geval.slot import LabelTokenError, LabelVocabulary
 
 
 @dataclass(frozen=True)

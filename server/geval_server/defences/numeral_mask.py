@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 
-from .reader_text import COUNTING_SIGNS, ReaderView, reader_view, replace_spans, skeleton_text
+from geval_server.defences.reader_text import COUNTING_SIGNS, ReaderView, reader_view, replace_spans, skeleton_text
 
 MASK = "#"
 

@@ -29,9 +29,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .reader_text import reader_text
-from .rubrics import Rubric, RubricError
-from .tokenization import Tokenization
+from geval_server.defences.reader_text import reader_text
+from geval_server.engine.tokenization import Tokenization
+from geval_server.scorers.geval.rubrics import Rubric, RubricError
 
 FORM_HEADER = "Evaluation Form (scores ONLY):"
 

@@ -12,9 +12,9 @@ import argparse
 import dataclasses
 from typing import Any
 
-from .dtype_choice import CPU_DTYPE_HELP
-from .embedded_model import EMBEDDED_MODEL
-from .engine import CPU_DEFAULTS, CPU_KV_CACHE_BYTES, ENGINE_DEFAULTS
+from geval_server.engine.dtype import CPU_DTYPE_HELP
+from geval_server.engine.embedded_model import EMBEDDED_MODEL
+from geval_server.engine.vllm_engine import CPU_DEFAULTS, CPU_KV_CACHE_BYTES, ENGINE_DEFAULTS
 
 
 def add_engine_flags(parser: argparse.ArgumentParser) -> list[argparse.Action]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from .reader_text import ReaderView, reader_view, replace_spans, skeleton_text
+from geval_server.defences.reader_text import ReaderView, reader_view, replace_spans, skeleton_text
 
 REMOVED = "[removed]"
 

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 from geval_client.pb import reward_pb2
 
-from .group_plan import DEFAULT_NEIGHBOURS, Group, Schedule
-from .prompts import ROLE_LABELS, JudgeInput, render_chat
-from .rubrics import Rubric, RubricError, rubric_from_dict
-from .scorers.base import ItemFailure
-from .scorers.read_mode import Logprobs, ReadMode, Reasoning, Sampling
-from .win_matrix import Aggregation
+from geval_server.groupwise.plan import DEFAULT_NEIGHBOURS, Group, Schedule
+from geval_server.groupwise.win_matrix import Aggregation
+from geval_server.scorers.base import ItemFailure
+from geval_server.scorers.geval.prompts import ROLE_LABELS, JudgeInput, render_chat
+from geval_server.scorers.geval.rubrics import Rubric, RubricError, rubric_from_dict
+from geval_server.scorers.scoring_mode import Logprobs, ReadMode, Reasoning, Sampling
 
 CHAT_ROLES = tuple(ROLE_LABELS)
 MAX_SAMPLES = 64

@@ -11,8 +11,8 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 
-from .rubrics import Rubric
-from .scorers.base import Scorer
+from geval_server.scorers.base import Scorer
+from geval_server.scorers.geval.rubrics import Rubric
 
 
 class InlineRubrics:

@@ -42,8 +42,8 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 
-from .reader_text import COUNTING_SIGNS, MATH_SIGNS, ReaderView, reader_view
-from .reader_text import skeleton_text as _skeleton_text
+from geval_server.defences.reader_text import COUNTING_SIGNS, MATH_SIGNS, ReaderView, reader_view
+from geval_server.defences.reader_text import skeleton_text as _skeleton_text
 
 REDACTED = "[score removed]"
 

@@ -24,10 +24,16 @@ import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .prompts import COMPLETION_TAG, REFERENCE_TAG, SOURCE_TAG, check_rubric_text, escape_boundaries
-from .rubrics import Rubric
-from .score_slot import LabelTokenError, LabelVocabulary, ScoreSlot, find_score_slot
-from .tokenization import Tokenization
+from geval_server.engine.tokenization import Tokenization
+from geval_server.scorers.geval.prompts import (
+    COMPLETION_TAG,
+    REFERENCE_TAG,
+    SOURCE_TAG,
+    check_rubric_text,
+    escape_boundaries,
+)
+from geval_server.scorers.geval.rubrics import Rubric
+from geval_server.scorers.geval.slot import LabelTokenError, LabelVocabulary, ScoreSlot, find_score_slot
 
 LETTERS = tuple(string.ascii_uppercase)  # Response A, Response B, ...: one letter per listed response
 PAIR = 2

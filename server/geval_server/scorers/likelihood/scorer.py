@@ -30,12 +30,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import ClassVar
 
-from ..engine import JudgeEngine
-from ..prompts import JudgeInput, Tokenization
-from .base import ItemFailure, Kind, ScorerInfo
-from .likelihood_spec import Baseline, Direction, LikelihoodSpec
-from .read_mode import ReadMode
-from .text_guards import copy_rate, guard_factor, repetition_rate
+from geval_server.engine.vllm_engine import JudgeEngine
+from geval_server.scorers.base import ItemFailure, Kind, ScorerInfo
+from geval_server.scorers.geval.prompts import JudgeInput, Tokenization
+from geval_server.scorers.likelihood.guards import copy_rate, guard_factor, repetition_rate
+from geval_server.scorers.likelihood.spec import Baseline, Direction, LikelihoodSpec
+from geval_server.scorers.scoring_mode import ReadMode
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
-from .dtype_choice import cpu_dtype
-from .metrics import ENGINE_CANCELLED, PROMPT_LOGPROBS_SINGLY, READ_MEMO_HITS
-from .prompt_logprobs import ComputedRead, fill_from_batch
-from .read_memo import DEFAULT_SIZE, ReadMemo
+from geval_server.engine.dtype import cpu_dtype
+from geval_server.engine.prompt_logprobs import ComputedRead, fill_from_batch
+from geval_server.engine.read_memo import DEFAULT_SIZE, ReadMemo
+from geval_server.metrics import ENGINE_CANCELLED, PROMPT_LOGPROBS_SINGLY, READ_MEMO_HITS
 
 log = logging.getLogger(__name__)
 

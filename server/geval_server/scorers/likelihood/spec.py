@@ -7,7 +7,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..rubrics import RubricError, file_kind
+from geval_server.scorers.geval.rubrics import RubricError, file_kind
 
 
 class Direction(enum.Enum):

@@ -15,7 +15,7 @@ import time
 import grpc
 from google.protobuf.message import DecodeError
 
-from . import metrics
+from geval_server import metrics
 
 log = logging.getLogger(__name__)
 

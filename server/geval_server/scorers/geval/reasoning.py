@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .prompts import FORM_HEADER, completion_end_text
-from .rubrics import Rubric
-from .score_slot import LabelTokenError, LabelVocabulary, ScoreSlot, find_score_slot
-from .tokenization import Tokenization
+from geval_server.engine.tokenization import Tokenization
+from geval_server.scorers.geval.prompts import FORM_HEADER, completion_end_text
+from geval_server.scorers.geval.rubrics import Rubric
+from geval_server.scorers.geval.slot import LabelTokenError, LabelVocabulary, ScoreSlot, find_score_slot
 
 REASONING_TOKENS = 256  # the rationale's default budget
 # Think blocks as the families write them: an opener left unclosed gets its closer.

@@ -14,14 +14,14 @@ import json
 import pathlib
 from dataclasses import dataclass
 
-from .expected_score import Scale
+from geval_server.scorers.geval.expected_score import Scale
 
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-PRESET_DIR = pathlib.Path(__file__).parent / "presets"
+PRESET_DIR = pathlib.Path(__file__).parents[2] / "presets"
 DEFAULT_RUBRIC = "overall-quality"
 KINDS = ("geval", "likelihood")  # a rubric file's `kind`: which scorer it configures
 

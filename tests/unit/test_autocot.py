@@ -5,9 +5,9 @@ checked through the server in test_server.py."""
 import asyncio
 
 import pytest
+from geval_server.scorers.geval import autocot
 from geval_server.scorers.geval.prompts import Tokenization
 from geval_server.scorers.geval.rubrics import load_rubrics
-from geval_server.scorers.geval.scorer import autocot
 
 from tests.unit.fakes import SpaceDigitTokenizer
 

@@ -5,9 +5,9 @@ of the judge a reward's content hash names."""
 from __future__ import annotations
 
 import pytest
+from geval_server.engine import vllm_engine as engine_module
 from geval_server.engine.dtype import DtypeChoice, choose_cpu_dtype, cpu_dtype, judge_identity, native_bf16_flags
 from geval_server.engine.vllm_engine import JudgeEngine
-from geval_server.engine.vllm_engine import vllm_engine as engine_module
 
 from tests.unit.fakes import fake_judge
 

@@ -3,11 +3,11 @@ that answers at once: what would cap a GPU engine.
 
 The server process is built as `geval-reward serve` builds it (`prepare_judge`,
 `build_server`: call interceptor, bearer-token auth, validation, score-claim blanking,
-the embedded judge's real tokenizer, prompt assembly, aggregation, protobuf), and its
-engine driver (engine.py's JudgeEngine) runs as served, except that vLLM's AsyncLLM is
-replaced by an answer given at once: the exact log-probabilities of the label tokens
-asked for, a function of the prompt's token ids, so equal rewards mean equal prompts.
-vLLM's own client side (input and output processing per request) is not in it.
+the embedded judge's real tokenizer, prompt assembly, aggregation, protobuf), with the
+null engine (geval_server/engine/null_engine.py) in place of vLLM: it answers at once
+with log-probabilities of the label tokens asked for that are a function of the prompt's
+token ids, so equal rewards mean equal prompts. vLLM's own client side (input and output
+processing per request) is not in it.
 
 Load, GRPO-shaped: Score calls of 8 prompts x 8 completions (SummEval articles and
 their summaries) from several concurrent clients, in another process. Every article is
@@ -20,7 +20,8 @@ Measured: the server process's items/s and CPU seconds per item (all its threads
 
 `--before COMMIT` serves the same calls from that commit's code too (exported to a
 temporary directory), alternating before, after, after, before, ... in one run, and
-checks that every reward, expected score and label distribution is bit-identical.
+checks that every reward, expected score and label distribution is bit-identical. The
+commit must have the null engine (engine/null_engine.py).
 
 `--vllm` serves with the real engine instead (`geval-reward serve`, the judge computing on
 this machine) and measures the frontend process alone, vLLM's client side (its input and
@@ -54,54 +55,10 @@ LOADS = {"1 rubric": ("summeval-coherence",),
          "4 rubrics": ("summeval-coherence", "summeval-consistency", "summeval-fluency", "summeval-relevance")}
 TIMED_ARTICLES = 96  # 12 calls; SummEval's other 4 articles warm the server up
 VLLM_ARTICLES = 16  # with --vllm: 2 calls
-MAX_MODEL_LEN = 8192  # the embedded judge's
 NO_BOUND_ENV = "GEVAL_BENCH_NO_MASKED_READ_BOUND"
 
 
 # ---- the server process ----------------------------------------------------------------
-
-
-def _label_logprob(prompt_key: int, token_id: int) -> float:
-    """A log-probability in [log 1e-4, log 0.09]: a function of the prompt and the token, cheap to compute."""
-    import math
-
-    mixed = (prompt_key ^ (token_id * 0x9E3779B97F4A7C15)) & 0xFFFFFFFF
-    return math.log((mixed % 900 + 1) / 10_000)
-
-
-def null_engine_class():
-    """The server's engine driver with vLLM's AsyncLLM replaced by an instant answer."""
-    from geval_server.engine.vllm_engine import JudgeEngine
-    from vllm.logprobs import Logprob
-
-    class Answered:
-        errored = False
-
-    class Completion:
-        def __init__(self, logprobs):
-            self.logprobs = [logprobs]
-
-    class Output:
-        def __init__(self, logprobs):
-            self.outputs = [Completion(logprobs)]
-
-    class NullEngine(JudgeEngine):
-        def start(self) -> None:
-            self._engine = Answered()
-            self.max_model_len = MAX_MODEL_LEN
-            self.dtype = self.settings.get("dtype", "float32")
-
-        def shutdown(self) -> None:
-            self._engine = None
-
-        async def _final_output(self, prompt_ids, params):
-            if not params.logprob_token_ids:
-                raise NotImplementedError("the null engine reads label log-probabilities only")
-            await asyncio.sleep(0)  # in flight: the caller's task yields once, as on a real engine
-            key = hash(tuple(prompt_ids))
-            return Output({t: Logprob(_label_logprob(key, t)) for t in params.logprob_token_ids})
-
-    return NullEngine
 
 
 async def serve_null() -> None:
@@ -110,12 +67,12 @@ async def serve_null() -> None:
     from geval_server import server as server_module
     from geval_server.config import ServeConfig
     from geval_server.engine.embedded_model import EMBEDDED_MODEL
+    from geval_server.engine.null_engine import NullEngine
 
-    server_module.JudgeEngine = null_engine_class()
     config = ServeConfig(model=EMBEDDED_MODEL, port=0, auth_tokens=(TOKEN,), semscore=False)
     if os.environ.get(NO_BOUND_ENV) and hasattr(config, "masked_read_bound"):  # older code has none
         config = dataclasses.replace(config, masked_read_bound=False)
-    judge = await server_module.start_judge(config)
+    judge = await server_module.start_judge(config, make_engine=NullEngine)
     server, _, port = server_module.build_server(judge, config)
     await server.start()
     stop = asyncio.Event()

@@ -94,12 +94,12 @@ def matmul_flops(n: int, m: int, k: int, repeats: int, threads: int, dtype: str)
 
 async def engine_run(caching: bool, items: list[dict], prompts: common.JudgePrompts, warm: dict):
     """The server's engine driver in this process with the server's settings, caching on or off."""
-    from geval_server.engine.vllm_engine import JudgeEngine
+    from geval_server.engine.vllm_engine import VllmEngine
 
     ids = [prompts.ids(item) for item in items]
     warm_ids = prompts.ids(warm)
     labels = prompts.prepared.slot.all_label_token_ids
-    engine = JudgeEngine(common.embedded_model_path(), {"enable_prefix_caching": caching})
+    engine = VllmEngine(common.embedded_model_path(), {"enable_prefix_caching": caching})
     engine.start()
     try:
         await engine.token_logprobs(warm_ids, labels)

@@ -77,9 +77,9 @@ def embedded_model_path() -> str:
 def engine_settings(**overrides: Any) -> dict[str, Any]:
     """The server's engine settings for the embedded judge (its CPU defaults here), with
     the vLLM environment variables it runs with."""
-    from geval_server.engine.vllm_engine import JudgeEngine
+    from geval_server.engine.vllm_engine import VllmEngine
 
-    engine = JudgeEngine(embedded_model_path(), overrides)
+    engine = VllmEngine(embedded_model_path(), overrides)
     return {**engine.settings, **engine.environment}
 
 
@@ -87,9 +87,9 @@ def engine_arguments() -> dict[str, Any]:
     """The server's AsyncEngineArgs fields for the embedded judge, for a bare engine or
     `vllm serve`; building them sets the server's vLLM environment variables in this
     process, which its children inherit."""
-    from geval_server.engine.vllm_engine import JudgeEngine
+    from geval_server.engine.vllm_engine import VllmEngine
 
-    return dict(JudgeEngine(embedded_model_path(), {}).settings)
+    return dict(VllmEngine(embedded_model_path(), {}).settings)
 
 
 class JudgePrompts:

@@ -19,7 +19,7 @@ from geval_server.api.wire import Choice, ValidGroups, ValidRequest
 from geval_server.defences.grader_lines import GraderLineRedactor
 from geval_server.defences.numeral_mask import mask_numerals
 from geval_server.defences.score_claims import ScoreClaimRedactor
-from geval_server.engine.vllm_engine import JudgeEngine
+from geval_server.engine.protocol import JudgeEngine
 from geval_server.groupwise.judge import GroupJudge, GroupRequest, GroupResult
 from geval_server.scorers.base import ItemFailure, Kind, Score, Scorer, ScorerInfo
 from geval_server.scorers.geval.expected_score import NoLabelMass

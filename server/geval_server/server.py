@@ -7,7 +7,7 @@ import asyncio
 import gc
 import logging
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import grpc
 from geval_client.pb import reward_pb2, reward_pb2_grpc
@@ -19,10 +19,10 @@ from geval_server.api.calls import CallInterceptor
 from geval_server.api.servicer import RewardService
 from geval_server.api.wire import Limits
 from geval_server.config import ServeConfig
-from geval_server.engine.dtype import judge_identity
 from geval_server.engine.embedded_model import resolve_model
+from geval_server.engine.protocol import JudgeEngine, judge_identity
 from geval_server.engine.tokenization import JudgeTokenizerError
-from geval_server.engine.vllm_engine import JudgeEngine
+from geval_server.engine.vllm_engine import VllmEngine
 from geval_server.groupwise.judge import GroupJudge
 from geval_server.judge import Judge
 from geval_server.metrics import serve_metrics
@@ -52,9 +52,10 @@ GC_YOUNG_OBJECTS = 20_000
 PROBE_ITEM = JudgeInput(prompt="What is 2 + 2?", completion="2 + 2 is 4.", reference="4")
 
 
-async def start_judge(config: ServeConfig) -> Judge:
+async def start_judge(config: ServeConfig, make_engine: Callable[..., JudgeEngine] = VllmEngine) -> Judge:
     """Starts the engine, prepares every scorer and scores a probe item: a judge the server
-    cannot drive fails here with its cause (SystemExit), never at the first call."""
+    cannot drive fails here with its cause (SystemExit), never at the first call.
+    make_engine(model_path, engine_args, read_memo_size): the engine to drive (protocol.py)."""
     from transformers import AutoTokenizer
 
     # Fail on a bad rubric file before the slow engine start.
@@ -71,7 +72,7 @@ async def start_judge(config: ServeConfig) -> Judge:
         tokenization = Tokenization(AutoTokenizer.from_pretrained(model_path))
     except JudgeTokenizerError as error:
         raise SystemExit(f"geval-reward: cannot serve judge {config.model}: {error}") from error
-    engine = JudgeEngine(model_path, config.engine_args, config.read_memo_size)
+    engine = make_engine(model_path, config.engine_args, config.read_memo_size)
     engine.start()
     try:
         judge = await prepare_judge(

@@ -14,7 +14,7 @@ import shutil
 
 import pytest
 from geval_client import RewardClient, make_item
-from geval_server.engine.dtype import judge_identity
+from geval_server.engine.protocol import judge_identity
 from geval_server.launcher import ServerStartError, start_server, stop_server
 from geval_server.scorers.geval.prompts import JudgeInput
 from geval_server.scorers.geval.rubrics import rubric_from_dict

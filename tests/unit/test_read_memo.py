@@ -5,7 +5,7 @@ import asyncio
 
 import pytest
 from geval_server.engine.read_memo import ReadMemo
-from geval_server.engine.vllm_engine import JudgeEngine
+from geval_server.engine.vllm_engine import VllmEngine
 
 
 def test_keys_tell_prompts_and_labels_apart():
@@ -31,7 +31,7 @@ def test_size_zero_keeps_nothing_and_a_negative_size_is_refused():
         ReadMemo(size=-1)
 
 
-class _CountingEngine(JudgeEngine):
+class _CountingEngine(VllmEngine):
     """The engine driver with vLLM's request replaced by an answer that changes every time, as
     a batch of another shape would change it."""
 

@@ -12,7 +12,7 @@ import pytest
 from geval_server import cli
 from geval_server.engine.dtype import CPU_DTYPE_HELP
 from geval_server.engine.embedded_model import EMBEDDED_MODEL
-from geval_server.engine.vllm_engine import CPU_DEFAULTS, CPU_KV_CACHE_BYTES, JudgeEngine, on_cpu
+from geval_server.engine.vllm_engine import CPU_DEFAULTS, CPU_KV_CACHE_BYTES, VllmEngine, on_cpu
 
 # As a user would copy it from a vLLM deployment: positional model, dashes and underscores,
 # a dotted JSON field, boolean flags in both spellings, and our own --port and --api-key.
@@ -65,7 +65,7 @@ def test_every_engine_flag_is_vllms_and_exists_once(serve_parser):
 def test_flags_left_out_keep_our_defaults_and_given_ones_win_even_at_vllms_default(serve_parser):
     parser, args, engine_args = parse(serve_parser, "")
     assert engine_args == {} and cli._model(args, engine_args, parser) == EMBEDDED_MODEL
-    defaults = JudgeEngine("unused", engine_args).settings
+    defaults = VllmEngine("unused", engine_args).settings
     assert defaults["enable_prefix_caching"] is True
     if on_cpu():
         assert {k: defaults[k] for k in CPU_DEFAULTS} == CPU_DEFAULTS
@@ -73,13 +73,13 @@ def test_flags_left_out_keep_our_defaults_and_given_ones_win_even_at_vllms_defau
 
     # `--dtype auto` is vLLM's default value, but given: it is the user's choice, not ours.
     _, _, engine_args = parse(serve_parser, "--dtype auto --no-enable-prefix-caching --block-size 128")
-    settings = JudgeEngine("unused", engine_args).settings
+    settings = VllmEngine("unused", engine_args).settings
     assert (settings["dtype"], settings["enable_prefix_caching"], settings["block_size"]) == ("auto", False, 128)
     if on_cpu():
         assert settings["enforce_eager"] is True  # not given: still ours
 
     _, _, engine_args = parse(serve_parser, "--gpu-memory-utilization 0.5")
-    assert "kv_cache_memory_bytes" not in JudgeEngine("unused", engine_args).settings
+    assert "kv_cache_memory_bytes" not in VllmEngine("unused", engine_args).settings
 
 
 def test_the_model_given_twice_differently_is_an_error(serve_parser, capsys):

@@ -58,8 +58,3 @@ def cpu_dtype(cpuinfo: pathlib.Path = CPUINFO) -> DtypeChoice:
         return DtypeChoice("float32", f"the processor's flags could not be read ({error})")
     return choose_cpu_dtype(text)
 
-
-def judge_identity(model: str, dtype: str) -> str:
-    """What a reward's content hash names as its judge: the model and the number format it
-    computed in, since the same checkpoint in bfloat16 and in float32 gives other rewards."""
-    return f"{model} ({dtype})"

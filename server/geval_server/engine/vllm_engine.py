@@ -14,12 +14,12 @@ import logging
 import os
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
 from geval_server.engine.dtype import cpu_dtype
 from geval_server.engine.prompt_logprobs import ComputedRead, fill_from_batch
+from geval_server.engine.protocol import Generation
 from geval_server.engine.read_memo import DEFAULT_SIZE, ReadMemo
 from geval_server.metrics import ENGINE_CANCELLED, PROMPT_LOGPROBS_SINGLY, READ_MEMO_HITS
 
@@ -74,14 +74,9 @@ def on_cpu() -> bool:
     return current_platform.is_cpu()
 
 
-@dataclass(frozen=True)
-class Generation:
-    text: str  # cut before a stop string
-    token_ids: list[int]  # every token generated, a stop string's and an end-of-turn token's included
-    cut: bool  # ran to max_tokens
+class VllmEngine:
+    """The judge engine (protocol.py) on vLLM's AsyncLLM."""
 
-
-class JudgeEngine:
     def __init__(self, model: str, engine_args: dict[str, Any], read_memo_size: int = DEFAULT_SIZE) -> None:
         """engine_args: the `AsyncEngineArgs` fields the user set; ours fill the rest.
         read_memo_size: slot reads kept, so a prompt read again gets the same answer (read_memo.py)."""

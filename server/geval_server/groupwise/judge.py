@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from geval_server.engine.protocol import JudgeEngine
 from geval_server.engine.tokenization import Tokenization
-from geval_server.engine.vllm_engine import JudgeEngine
 from geval_server.groupwise.plan import Group, Schedule, cyclic_shifts, default_schedule, pairs
 from geval_server.groupwise.prompt import LETTERS, PAIR, ComparisonPrompt, GroupInput
 from geval_server.groupwise.win_matrix import (

@@ -12,8 +12,8 @@ import json
 import logging
 
 from geval_server.cache import cache_dir
+from geval_server.engine.protocol import JudgeEngine
 from geval_server.engine.tokenization import Tokenization
-from geval_server.engine.vllm_engine import JudgeEngine
 from geval_server.scorers.geval.rubrics import Rubric
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from geval_server.engine.vllm_engine import JudgeEngine
+from geval_server.engine.protocol import JudgeEngine
 from geval_server.scorers.base import ItemFailure, Kind, ScorerInfo
 from geval_server.scorers.geval.autocot import ensure_steps
 from geval_server.scorers.geval.expected_score import ScoreEstimate, estimate, estimate_from_samples

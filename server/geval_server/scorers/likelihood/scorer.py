@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import ClassVar
 
-from geval_server.engine.vllm_engine import JudgeEngine
+from geval_server.engine.protocol import JudgeEngine
 from geval_server.scorers.base import ItemFailure, Kind, ScorerInfo
 from geval_server.scorers.geval.prompts import JudgeInput, Tokenization
 from geval_server.scorers.likelihood.guards import copy_rate, guard_factor, repetition_rate

@@ -1,0 +1,63 @@
+"""What the server asks of a judge engine, and how a reward names the engine behind it.
+
+The server takes any object with these members: the vLLM driver (vllm_engine.py) in
+production, the null engine (null_engine.py) where a benchmark or a simulated fleet needs
+an engine that answers at once or after a modelled delay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Generation:
+    text: str  # cut before a stop string
+    token_ids: list[int]  # every token generated, a stop string's and an end-of-turn token's included
+    cut: bool  # ran to max_tokens
+
+
+class JudgeEngine(Protocol):
+    model: str  # the checkpoint's path
+    settings: dict[str, Any]  # the engine arguments it runs with (GetInfo reports them)
+    environment: dict[str, str]  # the engine's environment variables that shape its numbers and speed
+    dtype: str | None  # the number format it computes in, once started
+    dtype_reason: str
+    max_model_len: int  # once started
+
+    def start(self) -> None: ...
+
+    def shutdown(self) -> None: ...
+
+    @property
+    def is_running(self) -> bool: ...
+
+    def requests_in_flight(self) -> int: ...
+
+    async def reset_prefix_cache(self) -> None: ...
+
+    async def token_logprobs(self, prompt_ids: list[int], token_ids: list[int]) -> dict[int, float]:
+        """Exact next-token log-probabilities of token_ids after the prompt (a token the engine
+        gives no value is left out)."""
+
+    async def prompt_logprobs(self, reads: Sequence[tuple[list[int], int]]) -> list[list[float] | BaseException]:
+        """Per (prompt_ids, tail): log p of each of the last `tail` tokens given every token before it."""
+
+    async def sample(
+        self, prompt_ids: list[int], n: int, temperature: float, max_tokens: int, seed: int | None = None
+    ) -> list[str]: ...
+
+    async def generate(
+        self, prompt_ids: list[int], max_tokens: int, stop: Sequence[str] = (), temperature: float = 0.0
+    ) -> Generation:
+        """One continuation (greedy at temperature 0), its text cut before the first stop string."""
+
+    async def generate_greedy(self, prompt_ids: list[int], max_tokens: int) -> str: ...
+
+
+def judge_identity(model: str, dtype: str) -> str:
+    """What a reward's content hash names as its judge: the model and the number format it
+    computed in, since the same checkpoint in bfloat16 and in float32 gives other rewards."""
+    return f"{model} ({dtype})"

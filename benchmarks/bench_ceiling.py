@@ -30,6 +30,7 @@ CLIENTS = (1, 4)
 
 async def run(port: int, sets: dict[int, list[dict]], warm: dict) -> dict[tuple[str, int], tuple[common.Timed, float]]:
     from geval_server.config import ServeConfig
+    from geval_server.defences.chain import DefenceSettings
     from geval_server.engine.embedded_model import EMBEDDED_MODEL
     from geval_server.scorers.geval.prompts import JudgeInput
     from geval_server.server import build_server, start_judge
@@ -37,7 +38,8 @@ async def run(port: int, sets: dict[int, list[dict]], warm: dict) -> dict[tuple[
     # The same reads on both paths: no read memo (ceiling and server read the same prompts in
     # turn, and a kept read costs no engine work) and no masked second read (the ceiling reads
     # each prompt once; with the bound on, the server read 79% of these items twice: 0.60x).
-    config = ServeConfig(model=EMBEDDED_MODEL, port=port, read_memo_size=0, masked_read_bound=False)
+    config = ServeConfig(model=EMBEDDED_MODEL, port=port, read_memo_size=0,
+                         defences=DefenceSettings(masked_read_bound=False))
     judge = await start_judge(config)
     engine = judge.engine
     prepared = judge.scorers[common.RUBRIC].prepared

@@ -37,7 +37,7 @@ def rubric(base: dict, top: int, repeat: int) -> dict:
 
 def engine_reads(spec: dict) -> int:
     """Engine requests per item at the score slot, as the server plans them for the embedded judge."""
-    from geval_server.scorers.geval.prompts import Tokenization
+    from geval_server.engine.tokenization import Tokenization
     from geval_server.scorers.geval.rubrics import rubric_from_dict
     from geval_server.scorers.geval.scorer import prepare_rubric
     from geval_server.scorers.geval.slot import LabelVocabulary

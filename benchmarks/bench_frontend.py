@@ -2,7 +2,7 @@
 that answers at once: what would cap a GPU engine.
 
 The server process is built as `geval-reward serve` builds it (`prepare_judge`,
-`build_server`: call interceptor, bearer-token auth, validation, score-claim blanking,
+`build_server`: call interceptor, bearer-token auth, validation, score-claim removal,
 the embedded judge's real tokenizer, prompt assembly, aggregation, protobuf), with the
 null engine (geval_server/engine/null_engine.py) in place of vLLM: it answers at once
 with log-probabilities of the label tokens asked for that are a function of the prompt's
@@ -66,12 +66,13 @@ async def serve_null() -> None:
     would (every preset rubric and likelihood scorer); prints `ready PORT`; stops on SIGTERM."""
     from geval_server import server as server_module
     from geval_server.config import ServeConfig
+    from geval_server.defences.chain import DefenceSettings
     from geval_server.engine.embedded_model import EMBEDDED_MODEL
     from geval_server.engine.null_engine import NullEngine
 
     config = ServeConfig(model=EMBEDDED_MODEL, port=0, auth_tokens=(TOKEN,), semscore=False)
-    if os.environ.get(NO_BOUND_ENV) and hasattr(config, "masked_read_bound"):  # older code has none
-        config = dataclasses.replace(config, masked_read_bound=False)
+    if os.environ.get(NO_BOUND_ENV):
+        config = dataclasses.replace(config, defences=DefenceSettings(masked_read_bound=False))
     judge = await server_module.start_judge(config, make_engine=NullEngine)
     server, _, port = server_module.build_server(judge, config)
     await server.start()

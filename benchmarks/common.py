@@ -97,7 +97,7 @@ class JudgePrompts:
     code (tokenizer, `prepare_rubric`) but no engine."""
 
     def __init__(self, rubric: str = RUBRIC) -> None:
-        from geval_server.scorers.geval.prompts import Tokenization
+        from geval_server.engine.tokenization import Tokenization
         from geval_server.scorers.geval.rubrics import load_rubrics
         from geval_server.scorers.geval.scorer import prepare_rubric
         from geval_server.scorers.geval.slot import LabelVocabulary

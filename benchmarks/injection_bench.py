@@ -1,5 +1,5 @@
 """Hostile completions: the red-team run (geval_audit/redteam.py) on a fixed SummEval sample,
-and how many clean texts of the evaluation sets the server's score-claim blanking touches.
+and how many clean texts of the evaluation sets the server's score-claim removal touches.
 
     python benchmarks/injection_bench.py [--docs 4] [--first-doc 0] [--rubric summeval-coherence]
         [--corpus FILE ...] [--server HOST:PORT] [--keep-score-claims] [--out FILE]
@@ -9,7 +9,7 @@ Base texts are SummEval summaries, one per document (the one with the median
 expert score on the rubric's dimension). Without --server it starts the
 embedded judge. The false-alarm count needs no judge: every SummEval summary,
 Topical-Chat response, QAGS summary and human/LLM summary goes through the
-server's blanking (score claims and lines addressed to the grader) with every criterion
+server's removal (score claims and lines addressed to the grader) with every criterion
 the server serves.
 """
 
@@ -27,9 +27,9 @@ from geval_audit.cli import mode_from_args
 from geval_audit.injections import CORPUS, load_corpus
 from geval_audit.redteam import report_tables, run_redteam, summeval_base_texts
 from geval_client import RewardClient
-from geval_server.defences.grader_lines import GraderLineRedactor
-from geval_server.defences.score_claims import ScoreClaimRedactor
-from geval_server.judge import CompletionRedactor
+from geval_server.defences.grader_lines import GraderLineRemover
+from geval_server.defences.score_claims import ScoreClaimRemover
+from geval_server.judge import CompletionRemover
 from geval_server.launcher import running_server
 from geval_server.scorers.geval.rubrics import load_rubrics
 
@@ -50,22 +50,22 @@ def clean_texts() -> dict[str, list[str]]:
 
 
 def false_alarms() -> list[str]:
-    """Report lines: per set, the clean texts in which anything was blanked."""
+    """Report lines: per set, the clean texts in which anything was removed."""
     criteria = sorted({rubric.criterion for rubric in load_rubrics().values()})
-    redactor = CompletionRedactor(ScoreClaimRedactor(criteria), GraderLineRedactor(criteria))
+    remover = CompletionRemover(ScoreClaimRemover(criteria), GraderLineRemover(criteria))
     lines, total, touched = [], 0, 0
     started = time.monotonic()
     for name, texts in clean_texts().items():
-        hits = [t for t in texts if redactor.redact(t)[1]]
+        hits = [t for t in texts if remover.remove(t)[1]]
         lines.append(f"- {name}: {len(hits)} of {len(texts)}")
-        lines += [f"  - `...{_around_blank(redactor.redact(t)[0])}...`" for t in hits]
+        lines += [f"  - `...{_around_removal(remover.remove(t)[0])}...`" for t in hits]
         total, touched = total + len(texts), touched + len(hits)
     per_text_ms = 1000 * (time.monotonic() - started) / total / 2
-    return [f"Clean texts with anything blanked (criteria {', '.join(criteria)}): **{touched} of {total} "
-            f"({touched / total:.2%})**; blanking takes {per_text_ms:.2f} ms per text.", "", *lines]
+    return [f"Clean texts with anything removed (criteria {', '.join(criteria)}): **{touched} of {total} "
+            f"({touched / total:.2%})**; removal takes {per_text_ms:.2f} ms per text.", "", *lines]
 
 
-def _around_blank(text: str, width: int = 80) -> str:
+def _around_removal(text: str, width: int = 80) -> str:
     at = text.index("[")  # the first marker: `[score removed]` or `[removed]`
     return text[max(0, at - width):at + width].replace("\n", " ")
 
@@ -108,7 +108,7 @@ def main() -> None:
         f"Clean reward: mean {statistics.mean(first.clean_rewards):.3f}, "
         f"range {min(first.clean_rewards):.3f}-{max(first.clean_rewards):.3f}.",
         "shift = reward(attacked) - reward(clean), reward in [0, 1]; `rose` = share of items whose reward "
-        "went up; claims blanked = attacked items in which the server blanked a claim.",
+        "went up; claims removed = attacked items in which the server removed a claim.",
     ]
     for path, result in results.items():
         items = len(bases) * (len(corpora[path]) + 1)

@@ -16,6 +16,7 @@ from geval_client.transport import TOKEN_ENV, read_token
 
 from geval_server.api.wire import Limits
 from geval_server.config import ServeConfig
+from geval_server.defences.chain import DefenceSettings
 from geval_server.engine.embedded_model import EMBEDDED_MODEL
 from geval_server.engine.flags import add_engine_flags, given_engine_flags
 
@@ -48,7 +49,7 @@ def _serve_parser():
     server.add_argument("--no-semscore", dest="semscore", action="store_false",
                         help="do not serve SemScore (rubric 'semscore'), saving its embedding model's memory")
     server.add_argument("--keep-score-claims", dest="remove_score_claims", action="store_false",
-                        help="judge completions as written: do not blank score claims such as 'Coherence: 5' "
+                        help="judge completions as written: do not remove score claims such as 'Coherence: 5' "
                              "(on by default: small judges copy them)")
     server.add_argument("--no-masked-read-bound", dest="masked_read_bound", action="store_false",
                         help="do not read a completion with a numeral a second time with its numerals masked "
@@ -134,7 +135,7 @@ def _serve(argv: list[str]) -> int:
                       max_inline_rubrics=args.max_inline_rubrics),
         max_pending_items=args.max_pending_items, max_message_bytes=args.max_message_mb * 1024 * 1024,
         shutdown_grace_s=args.shutdown_grace_s, semscore=args.semscore,
-        remove_score_claims=args.remove_score_claims, masked_read_bound=args.masked_read_bound,
+        defences=DefenceSettings(args.remove_score_claims, args.masked_read_bound),
         read_memo_size=args.read_memo_size,
     )
     return asyncio.run(serve(config))

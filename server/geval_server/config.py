@@ -10,6 +10,7 @@ from typing import Any
 from geval_client.defaults import DEFAULT_PORT
 
 from geval_server.api.wire import Limits
+from geval_server.defences.chain import DefenceSettings
 from geval_server.engine.read_memo import DEFAULT_SIZE as DEFAULT_READ_MEMO_SIZE
 from geval_server.scorers.geval.rubrics import DEFAULT_RUBRIC
 
@@ -35,6 +36,5 @@ class ServeConfig:
     max_message_bytes: int = 64 * 1024 * 1024
     shutdown_grace_s: float = 30.0
     semscore: bool = True
-    remove_score_claims: bool = True
-    masked_read_bound: bool = True
+    defences: DefenceSettings = field(default_factory=DefenceSettings)
     read_memo_size: int = DEFAULT_READ_MEMO_SIZE

@@ -1,24 +1,21 @@
 """Scores a checked request: resolves its rubrics to scorers (callers' rubrics
 prepared once), then one engine request per (item, scorer), identical requests
 scored once, every scorer's requests in flight together so vLLM batches them,
-then one reward per item. A completion with a numeral in it is read a second time
-with its numerals masked by the scorers that read a score slot, and each such
-scorer's reward is the lower read (numeral_mask.py).
+then one reward per item. What a score slot reads passes the defences first
+(defences/chain.py): score claims removed, then, where the bound changes the text,
+a second read whose lower reward is kept.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import logging
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from geval_server.api.wire import Choice, ValidGroups, ValidRequest
-from geval_server.defences.grader_lines import GraderLineRedactor
-from geval_server.defences.numeral_mask import mask_numerals
-from geval_server.defences.score_claims import ScoreClaimRedactor
+from geval_server.defences.chain import Defences, DefenceSettings, defences_for
 from geval_server.engine.protocol import JudgeEngine
 from geval_server.groupwise.judge import GroupJudge, GroupRequest, GroupResult
 from geval_server.scorers.base import ItemFailure, Kind, Score, Scorer, ScorerInfo
@@ -27,7 +24,7 @@ from geval_server.scorers.geval.inline import InlineRubrics
 from geval_server.scorers.geval.prompts import JudgeInput
 from geval_server.scorers.geval.rubrics import Rubric, RubricError
 from geval_server.scorers.geval.slot import LabelTokenError
-from geval_server.scorers.scoring_mode import Logprobs, ReadMode
+from geval_server.scorers.scoring_mode import Logprobs, ScoringMode
 
 log = logging.getLogger(__name__)
 
@@ -67,22 +64,17 @@ class Judge:
         judge_model: str,
         inline: InlineRubrics,
         groups: GroupJudge,
-        remove_score_claims: bool = True,
-        masked_read_bound: bool = True,
+        defences: DefenceSettings = DefenceSettings(),
     ) -> None:
         """scorers: the served ones by name; inline: where callers' rubrics are prepared;
         groups: what compares a group's completions (ScoreGroups).
-        remove_score_claims: blank `Criterion: 5` claims in completions for the scorers that
-        read them (claim_blanking.py) and lines addressed to the grader (grader_lines.py).
-        masked_read_bound: read completions with a numeral again with their numerals masked,
-        and keep the lower reward (numeral_mask.py)."""
+        defences: which defences guard what a score slot reads (defences/chain.py)."""
         self.engine = engine
         self.scorers = dict(scorers)
         self.judge_model = judge_model
         self.inline = inline
         self.groups = groups
-        self.remove_score_claims = remove_score_claims
-        self.masked_read_bound = masked_read_bound
+        self.defences = defences
         self._served_criteria = frozenset(_criteria(self.scorers.values()))
 
     @property
@@ -128,9 +120,9 @@ class Judge:
             except (LabelTokenError, RubricError) as error:
                 raise UnservableRubric(field, f"cannot be read as a comparison: {error}") from error
             rubrics.append((scorer.prepared.rubric, weight))
-        redactor = self._redactor([[(resolved[c], w) for c, w in request.selection]])
+        defences = self._defences([[(resolved[c], w) for c, w in request.selection]])
         groups = GroupRequest(request.groups, rubrics, request.schedule, request.neighbours, request.aggregation)
-        return await self.groups.judge(groups, redactor, self.judge_model)
+        return await self.groups.judge(groups, defences, self.judge_model)
 
     async def prepare(self, rubrics: Sequence[Rubric]) -> list[ScorerInfo]:
         """Callers' rubrics prepared as a Score call would (PrepareRubrics), described."""
@@ -154,25 +146,25 @@ class Judge:
         self,
         items: Sequence[JudgeInput | ItemFailure],
         selections: Sequence[Selection],
-        mode: ReadMode = Logprobs(),
+        mode: ScoringMode = Logprobs(),
     ) -> list[ItemOutcome]:
         """selections: per item, its scorers and weights (failed items may have none)."""
         outcomes = [ItemOutcome() for _ in items]
-        redactor = self._redactor(selections)
+        defences = self._defences(selections)
         # (scorer, request) -> the (item, position in its selection, masked read) slots waiting for it
         waiting: dict[tuple[Scorer, Hashable], list[tuple[int, int, bool]]] = {}
         for index, (item, selection) in enumerate(zip(items, selections)):
             if isinstance(item, ItemFailure):
                 outcomes[index].failure = item
                 continue
-            blanked = self._without_score_claims(item, outcomes[index], redactor)
-            masked = self._masked(blanked, selection)
+            removed = self._without_score_claims(item, outcomes[index], defences)
+            masked = self._masked(removed, selection, defences)
             try:
-                wanted = [(s, s.request(blanked if s.blank_score_claims else item, f"items[{index}]"))
+                wanted = [(s, s.request(removed if s.reads_score_slot else item, f"items[{index}]"))
                           for s, _ in selection]
                 # The masked reads bound the slot readers' rewards: the same positions, read twice.
                 wanted += [(s, s.request(masked, f"items[{index}]")) for s, _ in selection
-                           if masked is not None and s.blank_score_claims]
+                           if masked is not None and s.reads_score_slot]
             except ItemFailure as failure:
                 outcomes[index].failure = failure
                 continue
@@ -215,30 +207,26 @@ class Judge:
                                         if outcome.masked_read_lowered else outcome.reward)  # else the same reads
         return outcomes
 
-    def _redactor(self, selections: Sequence[Selection]) -> CompletionRedactor | None:
-        """Claims of every served criterion and of the call's inline rubrics are blanked."""
-        if not self.remove_score_claims:
-            return None
+    def _defences(self, selections: Sequence[Selection]) -> Defences:
+        """Claims of every served criterion and of the call's inline rubrics are removed."""
         chosen = {scorer for selection in selections for scorer, _ in selection}
-        criteria = self._served_criteria | frozenset(_criteria(chosen))
-        return _redactor_for(criteria) if criteria else None
+        return defences_for(self._served_criteria | frozenset(_criteria(chosen)), self.defences)
 
     @staticmethod
-    def _without_score_claims(item: JudgeInput, outcome: ItemOutcome, redactor) -> JudgeInput:
-        """The item with score claims and lines addressed to the grader blanked in its
+    def _without_score_claims(item: JudgeInput, outcome: ItemOutcome, defences: Defences) -> JudgeInput:
+        """The item with score claims and lines addressed to the grader removed from its
         completion, counted on the outcome."""
-        if redactor is None:
-            return item
-        completion, outcome.score_claims_removed = redactor.redact(item.completion)
+        completion, outcome.score_claims_removed = defences.removed(item.completion)
         return dataclasses.replace(item, completion=completion) if outcome.score_claims_removed else item
 
-    def _masked(self, item: JudgeInput, selection: Selection) -> JudgeInput | None:
-        """The item with the numerals of its completion masked, when it has any and a scorer
-        of the selection reads a score slot; else None (no second read)."""
-        if not self.masked_read_bound or not any(s.blank_score_claims for s, _ in selection):
+    @staticmethod
+    def _masked(item: JudgeInput, selection: Selection, defences: Defences) -> JudgeInput | None:
+        """The item for the bounding second read, when a scorer of the selection reads a score
+        slot and the bound changes its completion; else None (no second read)."""
+        if not any(s.reads_score_slot for s, _ in selection):
             return None
-        completion, masked = mask_numerals(item.completion)
-        return dataclasses.replace(item, completion=completion) if masked else None
+        completion = defences.bounded(item.completion)
+        return None if completion is None else dataclasses.replace(item, completion=completion)
 
     def _as_failure(self, error: BaseException, scorer: str) -> ItemFailure:
         """A failed request as its items' error: UNAVAILABLE (retry later) when the engine is
@@ -267,8 +255,8 @@ def _unservable(error: BaseException) -> str:
 
 
 def _criteria(scorers: Iterable[Scorer]) -> Iterable[str]:
-    """The criteria whose claims are blanked: those of the scorers that read a score slot."""
-    return (s.info().details.criterion for s in scorers if s.blank_score_claims)
+    """The criteria whose claims are removed: those of the scorers that read a score slot."""
+    return (s.info().details.criterion for s in scorers if s.reads_score_slot)
 
 
 def _slot(read: int, selection: Selection) -> tuple[int, bool]:
@@ -277,25 +265,5 @@ def _slot(read: int, selection: Selection) -> tuple[int, bool]:
     slot, in the same order."""
     if read < len(selection):
         return read, False
-    readers = [p for p, (s, _) in enumerate(selection) if s.blank_score_claims]
+    readers = [p for p, (s, _) in enumerate(selection) if s.reads_score_slot]
     return readers[read - len(selection)], True
-
-
-@dataclass(frozen=True)
-class CompletionRedactor:
-    """Score claims, then lines addressed to the grader."""
-
-    claims: ScoreClaimRedactor
-    lines: GraderLineRedactor
-
-    def redact(self, text: str) -> tuple[str, int]:
-        """(the text with both blanked, how many spans were)."""
-        text, claimed = self.claims.redact(text)
-        text, addressed = self.lines.redact(text)
-        return text, claimed + addressed
-
-
-@functools.lru_cache(maxsize=64)
-def _redactor_for(criteria: frozenset[str]) -> CompletionRedactor:
-    """Compiled once per set of criteria: most calls share the served set."""
-    return CompletionRedactor(ScoreClaimRedactor(sorted(criteria)), GraderLineRedactor(sorted(criteria)))

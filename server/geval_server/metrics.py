@@ -47,7 +47,7 @@ READ_MEMO_HITS = Counter(
 
 SCORE_CLAIMS_REMOVED = Counter(
     "geval_score_claims_removed",
-    "Score claims (`Coherence: 5`) blanked in completions: a policy learning to write them shows here",
+    "Score claims (`Coherence: 5`) removed in completions: a policy learning to write them shows here",
     registry=REGISTRY,
 )
 

@@ -19,16 +19,17 @@ from geval_server.api.calls import CallInterceptor
 from geval_server.api.servicer import RewardService
 from geval_server.api.wire import Limits
 from geval_server.config import ServeConfig
+from geval_server.defences.chain import DefenceSettings
 from geval_server.engine.embedded_model import resolve_model
 from geval_server.engine.protocol import JudgeEngine, judge_identity
-from geval_server.engine.tokenization import JudgeTokenizerError
+from geval_server.engine.tokenization import JudgeTokenizerError, Tokenization
 from geval_server.engine.vllm_engine import VllmEngine
 from geval_server.groupwise.judge import GroupJudge
 from geval_server.judge import Judge
 from geval_server.metrics import serve_metrics
 from geval_server.scorers.base import Scorer
 from geval_server.scorers.geval.inline import InlineRubrics
-from geval_server.scorers.geval.prompts import JudgeInput, Tokenization
+from geval_server.scorers.geval.prompts import JudgeInput
 from geval_server.scorers.geval.rubrics import Rubric, RubricError, load_rubrics, rubric_files
 from geval_server.scorers.geval.scorer import GEvalPreparer
 from geval_server.scorers.geval.slot import LabelTokenError
@@ -78,8 +79,8 @@ async def start_judge(config: ServeConfig, make_engine: Callable[..., JudgeEngin
         judge = await prepare_judge(
             engine, tokenization, judge_model=config.model, rubrics=list(rubrics.values()),
             likelihood=list(likelihood.values()), embedding_model=EmbeddingModel() if config.semscore else None,
-            low_confidence_below=config.low_confidence_below, remove_score_claims=config.remove_score_claims,
-            masked_read_bound=config.masked_read_bound, max_inline_rubrics=config.limits.max_inline_rubrics,
+            low_confidence_below=config.low_confidence_below, defences=config.defences,
+            max_inline_rubrics=config.limits.max_inline_rubrics,
         )
         await probe_judge(judge, config.default_rubric)
     except (LabelTokenError, RubricError, JudgeStartError) as error:
@@ -113,20 +114,16 @@ async def prepare_judge(
     likelihood: Sequence[LikelihoodSpec] = (),
     embedding_model: EmbeddingModel | None = None,
     low_confidence_below: float = ServeConfig.low_confidence_below,
-    remove_score_claims: bool = ServeConfig.remove_score_claims,
-    masked_read_bound: bool = ServeConfig.masked_read_bound,
+    defences: DefenceSettings = DefenceSettings(),
     max_inline_rubrics: int = Limits.max_inline_rubrics,
 ) -> Judge:
     """The judge over a started engine: a G-Eval scorer per rubric, a likelihood scorer per
     spec, SemScore beside them when its model is given, callers' rubrics prepared as they
-    come, the score-claim blanking and the masked second read."""
-    # Blanking claims changes what the judge reads, and the masked read bounds the reward,
-    # so both are part of every rubric's hash; the number format changes what the judge
-    # computes, so the hashes name the judge with it.
-    policy = "score-claims-removed" if remove_score_claims else "score-claims-kept"
-    policy += ":masked-read-bound" if masked_read_bound else ""
+    come, behind the defences. The defences change what the judge reads, so they are part
+    of every rubric's hash; the number format changes what the judge computes, so the
+    hashes name the judge with it."""
     identity = judge_identity(judge_model, engine.dtype)
-    preparer = GEvalPreparer(engine, tokenization, identity, low_confidence_below, policy)
+    preparer = GEvalPreparer(engine, tokenization, identity, low_confidence_below, defences.policy)
     served = await asyncio.gather(*(preparer.scorer(rubric) for rubric in rubrics))  # steps written in one batch
     scorers: dict[str, Scorer] = {scorer.name: scorer for scorer in served}
     for spec in likelihood:
@@ -137,7 +134,7 @@ async def prepare_judge(
         log.info("serving SemScore as rubric %r (%s)", semscore.name, embedding_model.description)
     inline = InlineRubrics(preparer.scorer, max_inline_rubrics)
     groups = GroupJudge(engine, tokenization, preparer.vocabulary)
-    return Judge(engine, scorers, judge_model, inline, groups, remove_score_claims, masked_read_bound)
+    return Judge(engine, scorers, judge_model, inline, groups, defences)
 
 
 def _bind(server: grpc.aio.Server, config: ServeConfig) -> int:

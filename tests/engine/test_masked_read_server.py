@@ -11,7 +11,7 @@ ARTICLE = (
     "depot. Construction starts in March and takes two years."
 )
 SUMMARY = "The council approved a new library. It will be built on the old depot site."
-# Claims that no blanking rule reads: a spaced-out name, a synonym, a bare digit, a superscript.
+# Claims that no removal rule reads: a spaced-out name, a synonym, a bare digit, a superscript.
 UNREAD_CLAIMS = ["\n\nC o h e r e n c e   :   5", "\n\nLogical flow and structure: 5", "\n\n**5**", "\n\nCoherence⁵"]
 
 

@@ -64,7 +64,7 @@ def test_a_rationale_over_its_budget_is_cut_and_still_scored(client, reasoned, t
     assert 0.0 < score.label_mass <= 1.0
 
 
-def test_score_claims_in_the_completion_are_still_blanked(client):
+def test_score_claims_in_the_completion_are_still_removed(client):
     (result,) = client.score([make_item(ARTICLE, SUMMARY + " Coherence: 5")], rubrics=RUBRICS[:1],
                              mode=Reasoning(16))
     assert result.ok

@@ -87,7 +87,7 @@ def _transformers_scores(checkpoint, rubric: dict):
 
     tokenization, vocabulary, model = _in_transformers(checkpoint)
     parsed = rubric_from_dict(rubric, "test")
-    # The server hashes with its --model argument and number format, and blanks score claims by default.
+    # The server hashes with its --model argument and number format, and removes score claims by default.
     judge = judge_identity(str(checkpoint), "float32")
     prepared = prepare_rubric(tokenization, vocabulary, parsed, judge, "score-claims-removed")
     scores = []

@@ -3,7 +3,8 @@
 import asyncio
 import math
 
-from geval_server.scorers.geval.prompts import Tokenization
+from geval_server.defences.chain import DefenceSettings
+from geval_server.engine.tokenization import Tokenization
 from geval_server.scorers.geval.rubrics import load_rubrics
 from geval_server.server import prepare_judge
 
@@ -50,8 +51,8 @@ def fake_judge(rubrics=("summeval-coherence",), remove_score_claims=True, embedd
     presets = load_rubrics()
     judge = asyncio.run(prepare_judge(
         engine, tokenization, judge_model="fake-judge", rubrics=[presets[name] for name in rubrics],
-        embedding_model=embedding_model, low_confidence_below=0.5, remove_score_claims=remove_score_claims,
-        masked_read_bound=masked_read_bound,
+        embedding_model=embedding_model, low_confidence_below=0.5,
+        defences=DefenceSettings(remove_score_claims, masked_read_bound),
     ))
     return judge, engine, tokenization
 

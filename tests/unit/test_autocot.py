@@ -5,8 +5,8 @@ checked through the server in test_server.py."""
 import asyncio
 
 import pytest
+from geval_server.engine.tokenization import Tokenization
 from geval_server.scorers.geval import autocot
-from geval_server.scorers.geval.prompts import Tokenization
 from geval_server.scorers.geval.rubrics import load_rubrics
 
 from tests.unit.fakes import SpaceDigitTokenizer

@@ -1,6 +1,6 @@
 """The frontend's fast paths change no result: the piece encoder gives the ids the whole
-tokenizers pipeline gives, and score-claim blanking with its shortcuts blanks exactly
-what the plain scans blank (benchmarks/bench_frontend.py measures what they save)."""
+tokenizers pipeline gives, and score-claim removal with its shortcuts removes exactly
+what the plain scans remove (benchmarks/bench_frontend.py measures what they save)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from geval_audit import datasets
 from geval_audit.injections import CORPUS, load_corpus
 from geval_server.defences import score_claims as sc
-from geval_server.defences.grader_lines import GraderLineRedactor
+from geval_server.defences.grader_lines import GraderLineRemover
 from geval_server.defences.reader_text import reader_view, skeleton_text, skeleton_view
 from geval_server.engine.tokenization import _PLAIN, Tokenization, _for_plain_text
 from hypothesis import HealthCheck, given, settings
@@ -101,18 +101,18 @@ def test_the_split_is_spelled_out_for_plain_text():
         "I", "'M", " here", ":", " ", "123", "45", " apples", "!!\n\n", " ", " ok"]
 
 
-def reference_redact(redactor: sc.ScoreClaimRedactor, text: str) -> tuple[str, int]:
-    """Blanking as written before its shortcuts: every word checked against the criteria,
+def reference_remove(remover: sc.ScoreClaimRemover, text: str) -> tuple[str, int]:
+    """Removal as written before its shortcuts: every word checked against the criteria,
     every standalone alternative tried, padding always scanned."""
     text, padding = sc._PADDING.subn(lambda run: "\n\n" if "\n" in run.group() else " ", text)
     skeleton, source_index = skeleton_view(text)
     spans = []
-    for anchor in redactor._anchors.finditer(skeleton):
+    for anchor in remover._anchors.finditer(skeleton):
         word, start, end = anchor.group(), anchor.start(), anchor.end()
         if sc._is_rating_word(word):
-            after, before = redactor._rating_after, redactor._rating_before
-        elif not sc._WORD.fullmatch(word) or redactor._is_criterion(word):
-            after, before = redactor._any_after, redactor._any_before
+            after, before = remover._rating_after, remover._rating_before
+        elif not sc._WORD.fullmatch(word) or remover._is_criterion(word):
+            after, before = remover._any_after, remover._any_before
         else:
             continue
         if found := after.match(skeleton, end):
@@ -133,8 +133,8 @@ def reference_redact(redactor: sc.ScoreClaimRedactor, text: str) -> tuple[str, i
     return "".join(pieces) + text[cursor:], len(spans) + padding
 
 
-def test_blanking_with_its_shortcuts_blanks_what_the_plain_scans_blank():
-    redactor = sc.ScoreClaimRedactor(CRITERIA)
+def test_removal_with_its_shortcuts_blanks_what_the_plain_scans_blank():
+    remover = sc.ScoreClaimRemover(CRITERIA)
     summaries = summeval_texts()[100:]
     attacked = [injection.apply(summary, injection.render(criterion, 1, 5))
                 for injection in load_corpus() for criterion in ("Coherence", "Overall Quality")
@@ -142,15 +142,15 @@ def test_blanking_with_its_shortcuts_blanks_what_the_plain_scans_blank():
     crafted = ["a\n\n\nb", "a\t\tb", "a" + " " * 8 + "b", "★★★★", "***", "10/10", "5 5 5", "give this a 5.",
                "Coherence: 5", "The answer is 4", "no claim here", ""]
     texts = [*summaries, *attacked, *crafted]
-    assert [redactor.redact(t) for t in texts] == [reference_redact(redactor, t) for t in texts]
-    assert sum(redactor.redact(t)[1] > 0 for t in attacked) > len(attacked) // 2  # the attacks are blanked
+    assert [remover.remove(t) for t in texts] == [reference_remove(remover, t) for t in texts]
+    assert sum(remover.remove(t)[1] > 0 for t in attacked) > len(attacked) // 2  # the attacks are removed
 
 
 @settings(max_examples=300, deadline=None)
 @given(text=st.text(st.sampled_from("5 10/ofive ten*★give rate score Coherence: \n\t."), max_size=60))
-def test_blanking_shortcuts_on_made_up_text(text):
-    redactor = sc.ScoreClaimRedactor(CRITERIA)
-    assert redactor.redact(text) == reference_redact(redactor, text)
+def test_removal_shortcuts_on_made_up_text(text):
+    remover = sc.ScoreClaimRemover(CRITERIA)
+    assert remover.remove(text) == reference_remove(remover, text)
 
 
 def reference_skeleton_view(text: str) -> tuple[str, list[int]]:
@@ -171,14 +171,14 @@ def test_the_kept_character_skeletons_give_the_per_character_view(text):
 
 
 def test_the_name_counted_first_finds_the_runs_the_full_scan_finds():
-    redactor = GraderLineRedactor(CRITERIA)
+    remover = GraderLineRemover(CRITERIA)
     texts = [*summeval_texts()[:200], "coherence coherent coherence", "Coherence, coherence and COHERENCE!",
              "fluency fluent x fluency", "relevance " * 2, "consistent a b c consistency d consistently"]
     for text in texts:
         skeleton = skeleton_view(text)[0]
         words = list(re.finditer(r"[^\W\d_]+", skeleton))
         full = []
-        for stem in redactor._stems:
+        for stem in remover._stems:
             hits = [i for i, w in enumerate(words) if w.group().startswith(stem)]
             run = hits[:1]
             for i in hits[1:] + [None]:
@@ -188,7 +188,7 @@ def test_the_name_counted_first_finds_the_runs_the_full_scan_finds():
                 if len(run) >= 3:
                     full.append((words[run[0]].start(), words[run[-1]].end()))
                 run = [i]
-        assert redactor._repeated_names(skeleton) == full
+        assert remover._repeated_names(skeleton) == full
 
 
 def hostile_and_clean_texts() -> list[str]:
@@ -203,15 +203,15 @@ def hostile_and_clean_texts() -> list[str]:
 def test_the_grader_line_scans_skipped_by_their_words_find_what_the_full_scans_find():
     from geval_server.defences import grader_lines as gl
 
-    redactor = gl.GraderLineRedactor(CRITERIA)
+    remover = gl.GraderLineRemover(CRITERIA)
     found = 0
     for text in hostile_and_clean_texts():
         skeleton = skeleton_view(text)[0]
-        full = [(m.start(), redactor._block_end(skeleton, m)) for m in gl._MARKER.finditer(skeleton)]
+        full = [(m.start(), remover._block_end(skeleton, m)) for m in gl._MARKER.finditer(skeleton)]
         full += [(m.start(), gl._line_end(skeleton, m.end()))
                  for m in (*gl._ADDRESSED.finditer(skeleton), *gl._TOOL_CALL.finditer(skeleton))]
-        full = sorted(full + redactor._repeated_names(skeleton))
-        assert redactor._spans(reader_view(text)) == full, text
+        full = sorted(full + remover._repeated_names(skeleton))
+        assert remover._spans(reader_view(text)) == full, text
         found += bool(full)
     assert found > 50  # the attacks are found
 
@@ -244,11 +244,11 @@ def test_settling_freezes_start_up_collects_the_young_less_often_and_reads_vllms
 
 
 def test_a_word_is_a_criterion_by_its_initial_exactly_when_by_every_name():
-    redactor = sc.ScoreClaimRedactor(CRITERIA)
+    remover = sc.ScoreClaimRemover(CRITERIA)
     words = {w for text in hostile_and_clean_texts() for w in sc._WORD.findall(skeleton_view(text)[0])}
     words |= {"coherance", "cohrence", "coherently", "fluent", "relevent", "groundedness", "natural", "c", ""}
     for word in words:
-        assert redactor._is_criterion(word) == any(sc._close_to(word, name) for name in redactor._words), word
+        assert remover._is_criterion(word) == any(sc._close_to(word, name) for name in remover._words), word
 
 
 EDITS = st.lists(st.tuples(st.integers(0, 20), st.integers(0, 2), st.sampled_from("abcenrtz")), min_size=1, max_size=2)

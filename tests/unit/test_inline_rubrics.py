@@ -172,7 +172,7 @@ def test_the_judge_scores_each_item_with_its_own_rubric_and_blanks_its_criterion
     outcomes = asyncio.run(judge.score(items, selections))
 
     assert [o.scores[0].scorer.name for o in outcomes] == ["clarity", "summeval-coherence"]
-    assert outcomes[0].score_claims_removed == 1  # the inline rubric's criterion is blanked too
+    assert outcomes[0].score_claims_removed == 1  # the inline rubric's criterion is removed too
     prompts = [tokenization.decode(p) for p in engine.prompts]
     assert any("Evaluation Criteria:\n\nClarity (1-5)" in p for p in prompts)
     assert resolved[clarity] is asyncio.run(judge._resolve([clarity]))[clarity]  # prepared once, kept

@@ -9,11 +9,13 @@ import re
 import pytest
 from geval_client.pb import reward_pb2
 from geval_server.api.wire import RequestError, validate_groups
+from geval_server.defences.boundaries import COMPLETION_TAG
+from geval_server.defences.chain import DefenceSettings, defences_for
+from geval_server.engine.tokenization import Tokenization
 from geval_server.groupwise.judge import GroupJudge, GroupRequest
 from geval_server.groupwise.plan import Group, Schedule
 from geval_server.groupwise.prompt import ComparisonPrompt
 from geval_server.groupwise.win_matrix import Aggregation
-from geval_server.scorers.geval.prompts import COMPLETION_TAG, Tokenization
 from geval_server.scorers.geval.rubrics import load_rubrics
 from geval_server.scorers.geval.slot import LabelVocabulary
 
@@ -63,7 +65,7 @@ RUBRIC = load_rubrics()["summeval-coherence"]
 def _judge(engine, tokenization, vocabulary, groups, schedule=Schedule.LISTWISE):
     judge = GroupJudge(engine, tokenization, vocabulary)
     request = GroupRequest(groups, [(RUBRIC, 1.0)], schedule, 4, Aggregation.MEAN_WIN_PROBABILITY)
-    return asyncio.run(judge.judge(request, None, "fake-judge"))
+    return asyncio.run(judge.judge(request, defences_for(frozenset(), DefenceSettings()), "fake-judge"))
 
 
 def test_one_read_per_cyclic_shift_and_the_request_order_changes_no_reward(tokenization, vocabulary):

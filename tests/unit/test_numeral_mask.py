@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 import pytest
+from geval_server.defences.chain import DefenceSettings
 from geval_server.defences.numeral_mask import MASK, has_numeral, mask_numerals
 from geval_server.judge import Judge
 from geval_server.scorers.base import Kind
@@ -60,7 +61,7 @@ class _Slot:
     """A scorer that reads a score slot: 0.3, plus 0.5 when the completion says 5."""
 
     kind = Kind.GEVAL
-    blank_score_claims = True
+    reads_score_slot = True
     name = "coherence"
     needs_reference = False
 
@@ -80,7 +81,8 @@ class _Slot:
 
 def _score(completions, bound=True):
     scorer = _Slot()
-    judge = Judge(None, {"coherence": scorer}, "fake", None, None, remove_score_claims=False, masked_read_bound=bound)
+    defences = DefenceSettings(remove_score_claims=False, masked_read_bound=bound)
+    judge = Judge(None, {"coherence": scorer}, "fake", None, None, defences)
     items = [JudgeInput(prompt="An article.", completion=c) for c in completions]
     outcomes = asyncio.run(judge.score(items, [[(scorer, 1.0)]] * len(items)))
     return outcomes, scorer.read

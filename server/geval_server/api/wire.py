@@ -20,7 +20,7 @@ from geval_server.groupwise.win_matrix import Aggregation
 from geval_server.scorers.base import ItemFailure
 from geval_server.scorers.geval.prompts import ROLE_LABELS, JudgeInput, render_chat
 from geval_server.scorers.geval.rubrics import Rubric, RubricError, rubric_from_dict
-from geval_server.scorers.scoring_mode import Logprobs, ReadMode, Reasoning, Sampling
+from geval_server.scorers.scoring_mode import Logprobs, Reasoning, Sampling, ScoringMode
 
 CHAT_ROLES = tuple(ROLE_LABELS)
 MAX_SAMPLES = 64
@@ -53,7 +53,7 @@ class ValidRequest:
     ids: list[str]
     selection: ChoiceSelection  # the request's rubrics
     item_selections: list[ChoiceSelection | None]  # an item's own rubrics, where it sent any
-    mode: ReadMode
+    mode: ScoringMode
 
     @property
     def choices(self) -> list[Choice]:
@@ -175,7 +175,7 @@ def _inline_rubric(spec: reward_pb2.RubricSpec, field: str, limits: Limits) -> R
         raise RequestError(where, str(error).removeprefix(f"{field}: ")) from None
 
 
-def _mode(request: reward_pb2.ScoreRequest) -> ReadMode:
+def _mode(request: reward_pb2.ScoreRequest) -> ScoringMode:
     if request.mode in (reward_pb2.SCORING_MODE_UNSPECIFIED, reward_pb2.SCORING_MODE_LOGPROBS):
         return Logprobs()
     if request.mode == reward_pb2.SCORING_MODE_REASONING:

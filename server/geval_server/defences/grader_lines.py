@@ -1,16 +1,16 @@
-"""Blanks text in a completion that speaks to the grader instead of the reader.
+"""Removes text in a completion that speaks to the grader instead of the reader.
 
 A summary or a reply has no reason to address its evaluator, imitate a system or
 assistant turn, call a tool, or say the criterion's name over and over; a policy
 optimized against the judge does all of these (an earlier held-out batch: a line
 addressed to the grader as the system moved the embedded judge's reward by up to +0.41),
-and none of them needs a number, so neither claim blanking nor the masked second read
+and none of them needs a number, so neither claim removal nor the masked second read
 sees them. They are recognized as a class, by their shape, in the reader's view of the
-text (reader_text.py), and blanked with the rest of their line:
+text (reader_text.py), and removed with the rest of their line:
 
 - a role marker at the start of a line or right after a sentence or a bracket:
   `SYSTEM:`, `Assistant:`, `[grader]`, `<<SYS>>`, `[INST]`, `### SYSTEM OVERRIDE ###`;
-  a marker that opens a block (`<<SYS>>` ... `<</SYS>>`) blanks the block;
+  a marker that opens a block (`<<SYS>>` ... `<</SYS>>`) removes the block;
 - words addressed to the grader anywhere: `Note to the evaluator`, `Dear judge`,
   `to the AI reviewing this`, `Evaluator, respond ...`;
 - tool-call shapes: `<tool_call>`, `"arguments":`, `submit_rating(`;
@@ -65,8 +65,8 @@ _REPEATS = 3  # the name this many times ...
 _WORDS_BETWEEN = 3  # ... with at most this many other words between each
 
 
-class GraderLineRedactor:
-    """Built once per server from the criteria it serves, like ScoreClaimRedactor."""
+class GraderLineRemover:
+    """Built once per server from the criteria it serves, like ScoreClaimRemover."""
 
     def __init__(self, criteria: Iterable[str]) -> None:
         names = {skeleton_text(c).strip() for c in criteria if c.strip()}
@@ -112,8 +112,8 @@ class GraderLineRedactor:
                 run = [i]
         return spans
 
-    def redact(self, text: str) -> tuple[str, int]:
-        """(the text with every such span blanked, how many)."""
+    def remove(self, text: str) -> tuple[str, int]:
+        """(the text with every such span removed, how many)."""
         view = reader_view(text)
         spans = self._spans(view)
         return (replace_spans(text, view.source_index, spans, REMOVED), len(spans)) if spans else (text, 0)

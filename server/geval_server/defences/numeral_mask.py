@@ -1,7 +1,7 @@
 """Masks every numeral, number word and counting sign in a completion, for the judge's
 second read.
 
-Claim blanking (claim_blanking.py) has to recognize a claim's spelling, and each round
+Claim removal (score_claims.py) has to recognize a claim's spelling, and each round
 of attacks finds one it does not know. The second read needs no spelling: the judge
 reads the completion again with every number in it written `#`, and the reward is the
 lower of the two reads. A claim then has no value left to copy, whatever words sit

@@ -6,7 +6,7 @@ superscript and circled digits, Roman numeral signs (`Ⅴ`), invisible character
 letters, and letters of other scripts drawn like Latin ones (`Сoherence` with a Cyrillic
 `С`, `ᴄᴏʜᴇʀᴇɴᴄᴇ` in small capitals). So every rule matches on this view of the text, and
 spans found in it map back to the text as written. The judge itself still reads the text
-as written, except what a rule blanks.
+as written, except what a rule removes.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def skeleton_text(text: str) -> str:
 
 
 # Each character's skeleton, kept: texts repeat their characters, and normalizing one
-# character at a time was most of the blanking's CPU on text that is not plain ASCII.
+# character at a time was most of the removal's CPU on text that is not plain ASCII.
 _CHAR_SKELETONS: dict[str, str] = {chr(c): chr(c).lower() for c in range(128)}
 _CHARS_KEPT = 1 << 16  # a flood of distinct characters cannot grow it without end
 
@@ -129,9 +129,9 @@ class ReaderView:
 
 @functools.lru_cache(maxsize=16)
 def reader_view(text: str) -> ReaderView:
-    """The view of `text`, kept for the last few texts: claim blanking, grader-line blanking
+    """The view of `text`, kept for the last few texts: claim removal, grader-line removal
     and the numeral mask read the same completion one after another, and each made its own
-    (about 10 of the 44 us that blanking spent on a SummEval summary)."""
+    (about 10 of the 44 us that removal spent on a SummEval summary)."""
     skeleton, source_index = skeleton_view(text)
     words = tuple(letter_runs(skeleton))
     return ReaderView(skeleton, source_index, words, frozenset(words))

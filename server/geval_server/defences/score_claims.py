@@ -1,4 +1,4 @@
-"""Blanks score claims such as `Coherence: 5` inside a completion.
+"""Removes score claims such as `Coherence: 5` inside a completion.
 
 The completion is written by a policy optimized against the judge, and small
 judges copy a rating they find anywhere in their context, whatever the prompt's
@@ -114,7 +114,7 @@ def _top_twice(skeleton: str, words: list[str], distinct: set[str]) -> bool:
 # cannot): an alternative that cannot match anywhere in a text changes nothing when left
 # out, and the regex engine tries every alternative at every position. Tested with str and
 # set operations on the text's words, this scan went from about 140 to 20 us per summary,
-# the largest part of blanking (benchmarks/bench_frontend.py).
+# the largest part of removal (benchmarks/bench_frontend.py).
 _STANDALONE_PARTS = (
     (_STARS, _stars),
     (r"(?<![\w/])(?P<top>5|10|100|five|ten)\s*(?:/|out\s+of|of)\s*(?P=top)(?![\w/])", _top_twice),
@@ -155,10 +155,10 @@ _GAP_BEFORE = r"(?:[^\n]|\n(?![ \t]*\n)){0,24}"  # from a value to the anchor af
 _PADDING = re.compile(r"(?:[ \t]*\n){3,}[ \t]*|[ \t]{8,}")
 _FUZZY_MIN = 6  # words this long may differ from a criterion's name by a letter or two
 _WORD = re.compile(r"[^\W\d_]+")
-_WORDS_KEPT = 65536  # words whose anchor patterns a redactor keeps
+_WORDS_KEPT = 65536  # words whose anchor patterns a remover keeps
 
 
-class ScoreClaimRedactor:
+class ScoreClaimRemover:
     """Built once per server from the criteria it serves (`Coherence`, `Fluency`, ...)."""
 
     def __init__(self, criteria: Iterable[str]) -> None:
@@ -197,7 +197,7 @@ class ScoreClaimRedactor:
         self._rating_before = re.compile(rf"(?<![^\W_])({_RATING_VALUE}){_GAP_BEFORE}$")
 
         # Each word's patterns (None: not an anchor), kept: the anchor pattern stops at every
-        # word, and comparing each with every criterion's spelling was most of the blanking's
+        # word, and comparing each with every criterion's spelling was most of the removal's
         # time (0.7 ms per item with 4 criteria, benchmarks/bench_frontend.py). The words seen
         # that anchor nothing, as a set: a text's words are checked against it at once.
         self._patterns_by_word: dict[str, tuple[re.Pattern, re.Pattern] | None] = {}
@@ -250,7 +250,7 @@ class ScoreClaimRedactor:
     def _is_criterion(self, word: str) -> bool:
         return any(_close_to(word, name) for name in self._words_by_initial.get(word[:1], ()))
 
-    def redact(self, text: str) -> tuple[str, int]:
+    def remove(self, text: str) -> tuple[str, int]:
         """(text with every claim replaced and every run of padding cut, how many of both)."""
         padding = 0
         if text.count("\n") >= 3 or "\t" in text or " " * 8 in text:  # what _PADDING needs to match at all

@@ -5,7 +5,7 @@ letters read at the verdict slot, and one reward per completion (win_matrix.py).
 of a call are in flight together, in token order, so prompts that share the rubric, the
 input and Response A reach vLLM side by side and its prefix cache computes that prefix once.
 
-Completions are judged with score claims blanked, as the pointwise read does. A member
+Completions are judged with score claims removed, as the pointwise read does. A member
 that cannot be compared (empty, or too long for the judge's context next to a peer of its
 own length) fails alone; the others are compared among themselves. A list that still does
 not fit the context, or a group larger than the letters the judge reads, fails the group.
@@ -18,8 +18,8 @@ import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
+from geval_server.defences.chain import Defences
 from geval_server.engine.protocol import JudgeEngine
 from geval_server.engine.tokenization import Tokenization
 from geval_server.groupwise.plan import Group, Schedule, cyclic_shifts, default_schedule, pairs
@@ -66,12 +66,6 @@ class GroupResult:
     score_claims_removed: list[int] = field(default_factory=list)
 
 
-class Redactor(Protocol):
-    """What blanks score claims and grader-addressed lines in a completion (judge.py)."""
-
-    def redact(self, text: str) -> tuple[str, int]: ...
-
-
 class GroupJudge:
     def __init__(self, engine: JudgeEngine, tokenization: Tokenization, vocabulary: LabelVocabulary) -> None:
         self._engine = engine
@@ -92,7 +86,7 @@ class GroupJudge:
         layout = self.prompt_for(rubric).layout(listed).fingerprint
         return hashlib.sha256(f"comparison:{rubric.content_hash(judge_model, layout)}".encode()).hexdigest()
 
-    async def judge(self, request: GroupRequest, redactor: Redactor | None,
+    async def judge(self, request: GroupRequest, defences: Defences,
                     judge_model: str) -> list[GroupResult]:
         results = [GroupResult() for _ in request.groups]
         plans: list[_RubricPlan | _ListPlan] = []
@@ -101,7 +95,7 @@ class GroupJudge:
             if isinstance(group, ItemFailure):
                 result.failure = group
                 continue
-            texts, result.score_claims_removed = _blanked(group, redactor)
+            texts, result.score_claims_removed = _removed(group, defences)
             result.schedule = request.schedule or default_schedule(len(texts))
             result.member_failures = [None] * len(texts)
             try:
@@ -270,11 +264,9 @@ def _fail_members(result: GroupResult, key, error: BaseException, rubric: str) -
                                                     f"{type(error).__name__}: {error}")
 
 
-def _blanked(group: Group, redactor: Redactor | None) -> tuple[list[str], list[int]]:
-    if redactor is None:
-        return list(group.completions), [0] * len(group.completions)
-    blanked = [redactor.redact(text) for text in group.completions]
-    return [text for text, _ in blanked], [count for _, count in blanked]
+def _removed(group: Group, defences: Defences) -> tuple[list[str], list[int]]:
+    removed = [defences.removed(text) for text in group.completions]
+    return [text for text, _ in removed], [count for _, count in removed]
 
 
 def _combine(result: GroupResult, weights: Sequence[float]) -> None:

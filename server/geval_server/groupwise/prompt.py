@@ -24,14 +24,9 @@ import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from geval_server.defences.boundaries import COMPLETION_TAG, REFERENCE_TAG, SOURCE_TAG, escape_boundaries
 from geval_server.engine.tokenization import Tokenization
-from geval_server.scorers.geval.prompts import (
-    COMPLETION_TAG,
-    REFERENCE_TAG,
-    SOURCE_TAG,
-    check_rubric_text,
-    escape_boundaries,
-)
+from geval_server.scorers.geval.prompts import check_rubric_text
 from geval_server.scorers.geval.rubrics import Rubric
 from geval_server.scorers.geval.slot import LabelTokenError, LabelVocabulary, ScoreSlot, find_score_slot
 

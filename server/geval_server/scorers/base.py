@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from geval_server.scorers.geval.prompts import JudgeInput
-from geval_server.scorers.scoring_mode import ReadMode
+from geval_server.scorers.scoring_mode import ScoringMode
 
 
 class Kind(enum.Enum):
@@ -61,15 +61,15 @@ class Scorer(Protocol):
     name: str
     kind: Kind
     needs_reference: bool
-    # The completion reaches this scorer with score claims (`Coherence: 5`) blanked.
-    blank_score_claims: bool
+    # The completion reaches this scorer with score claims (`Coherence: 5`) removed.
+    reads_score_slot: bool
     content_hash: str
 
     def request(self, item: JudgeInput, where: str) -> Hashable:
         """What scoring `item` takes; equal requests are scored once. `where` names the
         item in errors (`items[3]`). Raises ItemFailure when the item cannot be scored."""
 
-    async def score(self, requests: Sequence[Hashable], mode: ReadMode) -> list[Score | BaseException]:
+    async def score(self, requests: Sequence[Hashable], mode: ScoringMode) -> list[Score | BaseException]:
         """One result per request, in order; an exception fails the items that sent it."""
 
     def info(self) -> ScorerInfo: ...

@@ -30,4 +30,4 @@ class Reasoning:
     temperature: float = 0.0
 
 
-ReadMode = Logprobs | Sampling | Reasoning
+ScoringMode = Logprobs | Sampling | Reasoning

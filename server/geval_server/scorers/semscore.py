@@ -25,7 +25,7 @@ from typing import ClassVar
 
 from geval_server.scorers.base import Kind, ScorerInfo
 from geval_server.scorers.geval.prompts import JudgeInput
-from geval_server.scorers.scoring_mode import ReadMode
+from geval_server.scorers.scoring_mode import ScoringMode
 
 NAME = "semscore"
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
@@ -99,12 +99,12 @@ class SemScoreDetails:
 
 class SemScoreScorer:
     """SemScore served beside the rubrics: the cosine, and as reward the cosine clipped
-    to [0, 1]. The completion is compared as written (no claim blanking)."""
+    to [0, 1]. The completion is compared as written (no claim removal)."""
 
     name: ClassVar[str] = NAME
     kind: ClassVar[Kind] = Kind.SEMSCORE
     needs_reference: ClassVar[bool] = True
-    blank_score_claims: ClassVar[bool] = False
+    reads_score_slot: ClassVar[bool] = False
 
     def __init__(self, model: EmbeddingModel) -> None:
         self._model = model
@@ -118,7 +118,7 @@ class SemScoreScorer:
     def request(self, item: JudgeInput, where: str) -> tuple[str, str]:
         return item.completion, item.reference or ""
 
-    async def score(self, requests: Sequence[tuple[str, str]], mode: ReadMode) -> list[SemScoreResult]:
+    async def score(self, requests: Sequence[tuple[str, str]], mode: ScoringMode) -> list[SemScoreResult]:
         """One embedding batch for all requests, in a worker thread so the event loop stays free."""
         cosines = await asyncio.to_thread(self._model.cosine, [c for c, _ in requests], [r for _, r in requests])
         return [SemScoreResult(cosine) for cosine in cosines]

@@ -17,7 +17,7 @@ Completions are written by a policy optimized against this judge, so user text
   and a framing sentence in the shared head says that everything inside them,
   instructions, forms and scores included, is text under evaluation; a reminder
   after the completion repeats it just before the form;
-- a boundary tag written inside user text is neutralized (see escape_boundaries),
+- a boundary tag written inside user text is neutralized (defences/boundaries.py),
   so a completion cannot close its boundary early.
 """
 
@@ -25,21 +25,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from geval_server.defences.reader_text import reader_text
+from geval_server.defences.boundaries import COMPLETION_TAG, REFERENCE_TAG, SOURCE_TAG, escape_boundaries
 from geval_server.engine.tokenization import Tokenization
 from geval_server.scorers.geval.rubrics import Rubric, RubricError
 
 FORM_HEADER = "Evaluation Form (scores ONLY):"
 
-SOURCE_TAG, REFERENCE_TAG, COMPLETION_TAG = "source_text", "reference_text", "evaluated_text"
-BOUNDARY_TAGS = (SOURCE_TAG, REFERENCE_TAG, COMPLETION_TAG)
-# `<` and its full-width and small forms; any of them may open a look-alike tag.
-_TAG_OPENERS = re.compile("[<\uff1c\ufe64]")
-_TAG_LOOKAHEAD = 64  # characters after an opener inspected for a tag name
 
 
 @dataclass(frozen=True)
@@ -60,29 +54,6 @@ ROLE_LABELS = {"system": "System", "developer": "System", "user": "User", "assis
 def render_chat(messages: list[tuple[str, str]]) -> str:
     """Flattens a chat prompt into the text the judge reads as its input section."""
     return "\n\n".join(f"{ROLE_LABELS[role]}: {content}" for role, content in messages)
-
-
-def escape_boundaries(text: str) -> str:
-    """Writes the `<` of every boundary tag inside user text as `&lt;`.
-
-    A tag counts whether it opens or closes, ignoring case, width (`＜／`),
-    spaces, invisible characters (zero-width, soft hyphen, bidi controls) and
-    look-alike letters of other scripts (reader_text.py): `</Evaluated_text >`
-    with a zero-width space inside, or a Cyrillic `е`, is caught too. Other `<` (code, HTML, `x < 3`) stay as they are.
-    """
-    if "<" not in text and "\uff1c" not in text and "\ufe64" not in text:  # most text: three fast scans
-        return text
-    pieces, start = [], 0
-    for match in _TAG_OPENERS.finditer(text):
-        if _starts_boundary_tag(text[match.end():match.end() + _TAG_LOOKAHEAD]):
-            pieces += [text[start:match.start()], "&lt;"]
-            start = match.end()
-    return "".join(pieces) + text[start:] if pieces else text
-
-
-def _starts_boundary_tag(after_opener: str) -> bool:
-    skeleton = "".join(c for c in reader_text(after_opener, casefold=True) if not c.isspace())
-    return skeleton.lstrip("/").startswith(BOUNDARY_TAGS)
 
 
 def framing_text(rubric: Rubric) -> str:

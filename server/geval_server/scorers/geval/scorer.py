@@ -11,14 +11,15 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from geval_server.engine.protocol import JudgeEngine
+from geval_server.engine.tokenization import Tokenization
 from geval_server.scorers.base import ItemFailure, Kind, ScorerInfo
 from geval_server.scorers.geval.autocot import ensure_steps
 from geval_server.scorers.geval.expected_score import ScoreEstimate, estimate, estimate_from_samples
-from geval_server.scorers.geval.prompts import JudgeInput, PromptBuilder, PromptParts, Tokenization, form_text
+from geval_server.scorers.geval.prompts import JudgeInput, PromptBuilder, PromptParts, form_text
 from geval_server.scorers.geval.reasoning import ReasoningLayout, rationale_tokens, reasoning_layout
 from geval_server.scorers.geval.rubrics import Rubric
 from geval_server.scorers.geval.slot import LabelVocabulary, ScoreSlot, find_score_slot
-from geval_server.scorers.scoring_mode import Logprobs, ReadMode, Reasoning
+from geval_server.scorers.scoring_mode import Logprobs, Reasoning, ScoringMode
 
 SAMPLED_TOKENS = 4  # a sampled answer is read from its first few tokens
 # Engine requests per item at the score slot: a 1-10 scale takes 2 (SmolLM2, Qwen), 0-100 about 12;
@@ -32,7 +33,7 @@ class GEvalScore:
     the judge's own evaluation before it."""
 
     estimate: ScoreEstimate
-    mode: ReadMode
+    mode: ScoringMode
     rationale: str = ""
 
     @property
@@ -68,7 +69,7 @@ def prepare_rubric(
     tokenization: Tokenization, vocabulary: LabelVocabulary, rubric: Rubric, judge_model: str, policy: str
 ) -> PreparedRubric:
     """The one way a rubric (with its evaluation steps) becomes a served one. `policy`
-    names whatever else changes what the judge reads (score-claim blanking), so that it
+    names whatever else changes what the judge reads (score-claim removal), so that it
     is part of the content hash."""
     slot = find_score_slot(
         tokenization, vocabulary, form_text(tokenization, rubric), rubric.scale.labels, max_reads=MAX_LABEL_READS
@@ -82,7 +83,7 @@ def prepare_rubric(
 
 class GEvalScorer:
     kind: ClassVar[Kind] = Kind.GEVAL
-    blank_score_claims: ClassVar[bool] = True
+    reads_score_slot: ClassVar[bool] = True
 
     def __init__(self, prepared: PreparedRubric, engine: JudgeEngine, low_confidence_below: float) -> None:
         self.prepared = prepared
@@ -111,7 +112,7 @@ class GEvalScorer:
             )
         return parts
 
-    async def score(self, requests: Sequence[PromptParts], mode: ReadMode) -> list[GEvalScore | BaseException]:
+    async def score(self, requests: Sequence[PromptParts], mode: ScoringMode) -> list[GEvalScore | BaseException]:
         # Submitted grouped by source (and reference): prompts that share a prefix reach vLLM
         # side by side, so its prefix cache computes that prefix once.
         # gather cancels them all when the call is cancelled (a deadline), and vLLM aborts them.
@@ -121,7 +122,7 @@ class GEvalScorer:
         by_request = dict(zip(order, results))
         return [by_request[i] for i in range(len(requests))]
 
-    async def _score_one(self, ids: list[int], mode: ReadMode) -> GEvalScore:
+    async def _score_one(self, ids: list[int], mode: ScoringMode) -> GEvalScore:
         rubric = self.prepared.rubric
         if isinstance(mode, Logprobs):
             probs = await self._label_probs(ids)

@@ -25,7 +25,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from geval_server.scorers.geval.prompts import Tokenization
+from geval_server.engine.tokenization import Tokenization
 
 
 class LabelTokenError(ValueError):

@@ -31,11 +31,12 @@ from dataclasses import asdict, dataclass
 from typing import ClassVar
 
 from geval_server.engine.protocol import JudgeEngine
+from geval_server.engine.tokenization import Tokenization
 from geval_server.scorers.base import ItemFailure, Kind, ScorerInfo
-from geval_server.scorers.geval.prompts import JudgeInput, Tokenization
+from geval_server.scorers.geval.prompts import JudgeInput
 from geval_server.scorers.likelihood.guards import copy_rate, guard_factor, repetition_rate
 from geval_server.scorers.likelihood.spec import Baseline, Direction, LikelihoodSpec
-from geval_server.scorers.scoring_mode import ReadMode
+from geval_server.scorers.scoring_mode import ScoringMode
 
 
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ def combine(
 
 class LikelihoodScorer:
     kind: ClassVar[Kind] = Kind.LIKELIHOOD
-    blank_score_claims: ClassVar[bool] = False  # it reads no score slot a claim could sway
+    reads_score_slot: ClassVar[bool] = False  # it reads no score slot a claim could sway
 
     def __init__(self, spec: LikelihoodSpec, engine: JudgeEngine, tokenization: Tokenization,
                  judge_model: str) -> None:
@@ -170,7 +171,7 @@ class LikelihoodScorer:
         return LikelihoodRequest(tuple(chosen), baselines, guard)
 
     async def score(
-        self, requests: Sequence[LikelihoodRequest], mode: ReadMode
+        self, requests: Sequence[LikelihoodRequest], mode: ScoringMode
     ) -> list[LikelihoodScore | BaseException]:
         # Every distinct read once, in token order so reads sharing a source reach vLLM
         # side by side and its prefix cache computes the source once.

@@ -1,0 +1,79 @@
+"""The defences a completion passes before a score slot reads it, in the order applied.
+
+Each defence is one module with one object, `remove(text) -> (text, spans removed)`:
+1. score_claims.py: claims of a score for a criterion the judge reads (`Coherence: 5`);
+2. grader_lines.py: lines and blocks that speak to the grader instead of the reader;
+both remove from what every slot reader reads, and their counts add up to the item's
+`score_claims_removed`. Then
+3. numeral_mask.py: a second read of that text with every numeral masked; the lower of
+the two rewards is kept, so a claim no rule recognized can only lower the reward.
+boundaries.py works inside the prompt instead (every prompt escapes the tags that fence
+user text), so it is always on and not in this chain.
+
+A new defence is a module here and a line in `defences_for`.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Protocol
+
+from geval_server.defences.grader_lines import GraderLineRemover
+from geval_server.defences.numeral_mask import mask_numerals
+from geval_server.defences.score_claims import ScoreClaimRemover
+
+
+@dataclass(frozen=True)
+class DefenceSettings:
+    """Which defences a server runs (`--keep-score-claims`, `--no-masked-read-bound`)."""
+
+    remove_score_claims: bool = True
+    masked_read_bound: bool = True
+
+    @property
+    def policy(self) -> str:
+        """The settings as a content hash names them: they change what the judge reads."""
+        policy = "score-claims-removed" if self.remove_score_claims else "score-claims-kept"
+        return policy + (":masked-read-bound" if self.masked_read_bound else "")
+
+
+class Defence(Protocol):
+    def remove(self, text: str) -> tuple[str, int]:
+        """(the text with what the defence catches removed, how many spans were)."""
+
+
+class _NumeralMask:
+    def remove(self, text: str) -> tuple[str, int]:
+        return mask_numerals(text)
+
+
+@dataclass(frozen=True)
+class Defences:
+    removals: tuple[Defence, ...]  # applied in order to what every slot reader reads
+    bound: Defence | None  # the second read's rewrite of that text; None: one read
+
+    def removed(self, text: str) -> tuple[str, int]:
+        """The text every slot reader reads, and the spans removed from it."""
+        total = 0
+        for defence in self.removals:
+            text, count = defence.remove(text)
+            total += count
+        return text, total
+
+    def bounded(self, text: str) -> str | None:
+        """The second read's text, or None when the bound changes nothing (no second read)."""
+        if self.bound is None:
+            return None
+        masked, count = self.bound.remove(text)
+        return masked if count else None
+
+
+@functools.lru_cache(maxsize=64)
+def defences_for(criteria: frozenset[str], settings: DefenceSettings) -> Defences:
+    """The chain for the criteria whose claims a call removes, built once per set: most calls
+    share the served set."""
+    removals: tuple[Defence, ...] = ()
+    if settings.remove_score_claims and criteria:
+        removals = (ScoreClaimRemover(sorted(criteria)), GraderLineRemover(sorted(criteria)))
+    return Defences(removals, _NumeralMask() if settings.masked_read_bound else None)

@@ -1,4 +1,4 @@
-"""The likelihood scorer's part of the meta-evaluation (meta_eval.py --likelihood).
+"""The likelihood scorer's part of the meta-evaluation (bench_meta_eval.py --likelihood).
 
 Variants, each served as a likelihood file written next to the -nosteps copies:
 - generic: one instruction per task (the presets likelihood-summary, as the issue's

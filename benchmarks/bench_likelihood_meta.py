@@ -1,8 +1,8 @@
 """The likelihood scorer's part of the meta-evaluation (bench_meta_eval.py --likelihood).
 
 Variants, each served as a likelihood file written next to the -nosteps copies:
-- generic: one instruction per task (the presets likelihood-summary, as the issue's
-  probe: "Summary of the article above:", and likelihood-response); one read serves
+- generic: one instruction per task (the presets likelihood-summary, as first measured
+  outside the product: "Summary of the article above:", and likelihood-response); one read serves
   every dimension;
 - aspect: the `likelihood-*` presets, one instruction per dimension.
 Each is served with the unconditional baseline (PMI), so one read gives three metrics:

@@ -106,3 +106,11 @@ def with_geval(rewards: dict, geval_scores: dict, scales: dict[str, tuple[float,
             for dim, values in by_dim.items()
         }
     return combined
+
+
+if __name__ == "__main__":
+    import argparse
+
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
+    sys.exit("bench_likelihood_meta.py is the likelihood part of the meta-evaluation, not a benchmark of its own;\n"
+             "run it with: python benchmarks/bench_meta_eval.py --likelihood generic,aspect")

@@ -14,6 +14,7 @@ are modelled from the block-aligned prefixes the batch shares.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -114,6 +115,7 @@ async def engine_run(caching: bool, items: list[dict], prompts: common.JudgeProm
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()  # no options; --help
     info = common.machine()
     docs = common.summeval_docs()
     prompts = common.JudgePrompts()

@@ -286,9 +286,11 @@ def report(
     settings: dict[str, Any],
     notes: Sequence[str] = (),
     machine_info: dict[str, Any] | None = None,
+    level: int = 3,
 ) -> None:
     """Prints the table, writes results/<name>.json and replaces this benchmark's
-    section of RESULTS.md (between its markers), leaving the rest as it is."""
+    section of RESULTS.md (between its markers), leaving the rest as it is. The
+    section's heading is of the given level (3: a benchmark; 4: a variant of one)."""
     info = machine_info or machine()
     info["load_average_1m_at_end"] = round(os.getloadavg()[0], 2)
     stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
@@ -304,7 +306,7 @@ def report(
     ))
     section = "\n".join([
         f"<!-- {name}:start -->",
-        f"### {title}",
+        f"{'#' * level} {title}",
         "",
         f"`{invoked()}`, run {stamp}. Machine: {info['cpu']}, {info['cores']} cores, "
         f"{info['memory_gib']} GiB; torch {info['torch']}, vLLM {info['vllm']}; load average "

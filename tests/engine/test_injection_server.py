@@ -2,7 +2,7 @@
 hostile completions are scored like any other item, and the boundary
 escape happens on the server. Nothing here asserts the tiny judge's taste;
 how far each injection moves the reward is measured by
-benchmarks/injection_bench.py."""
+benchmarks/bench_injection.py."""
 
 import json
 

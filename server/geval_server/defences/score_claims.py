@@ -2,7 +2,7 @@
 
 The completion is written by a policy optimized against the judge, and small
 judges copy a rating they find anywhere in their context, whatever the prompt's
-framing says (benchmarks/injection_bench.py: a fake form line lifted the
+framing says (benchmarks/bench_injection.py: a fake form line lifted the
 embedded judge's reward by about 0.7 of 1; `Coherence: five out of five`, a
 `★★★★★` or `Note : 5/5` nearly as much). No wording of the prompt fixes that, so
 the claim itself is taken out: the whole span from its anchor to its value is

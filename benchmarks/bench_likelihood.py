@@ -22,7 +22,7 @@ Cost: GRPO-shaped calls (--cost-articles articles x 8 summaries), the G-Eval rea
 read (without and with the PMI baseline) on the same items, alternated, each on
 articles neither has seen (cold prefix cache); seconds per item and their ratio.
 
-    python benchmarks/likelihood_bench.py --docs 10
+    python benchmarks/bench_likelihood.py --docs 10
 """
 
 from __future__ import annotations
@@ -175,9 +175,9 @@ def report_hackability(client: RewardClient, docs: list[list[datasets.Rated]]) -
         "of word 3-grams), not tuned on these documents.",
         f"Took {time.perf_counter() - started:.0f} s (the load averages above say what else ran).",
     ]
-    common.report("likelihood_bench", "Likelihood scorer: hackability beside G-Eval", ["text", *SCORERS],
+    common.report("bench_likelihood", "Likelihood scorer: hackability beside G-Eval", ["text", *SCORERS],
                   hack_table(per_text), {"docs": len(docs)}, notes)
-    raw = common.RESULTS_DIR / "likelihood_bench_items.json"
+    raw = common.RESULTS_DIR / "bench_likelihood_items.json"
     raw.write_text(json.dumps(per_text, indent=1) + "\n", encoding="utf-8")
 
 

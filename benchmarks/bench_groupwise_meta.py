@@ -1,7 +1,7 @@
 """Groupwise judging measured: does comparing a group's completions with each other rank
 them like people do, next to the pointwise reads, and what does it cost?
 
-    python benchmarks/groupwise_meta.py [--summeval-docs 8] [--topical-chat-contexts 10] [--server HOST:PORT]
+    python benchmarks/bench_groupwise_meta.py [--summeval-docs 8] [--topical-chat-contexts 10] [--server HOST:PORT]
 
 Quality: SummEval groups (the 16 system summaries of one article) and Topical-Chat groups
 (the 6 responses to one context); per dimension, the within-group Spearman of each read's

@@ -1,7 +1,7 @@
 """Hostile completions: the red-team run (geval_audit/redteam.py) on a fixed SummEval sample,
 and how many clean texts of the evaluation sets the server's score-claim removal touches.
 
-    python benchmarks/injection_bench.py [--docs 4] [--first-doc 0] [--rubric summeval-coherence]
+    python benchmarks/bench_injection.py [--docs 4] [--first-doc 0] [--rubric summeval-coherence]
         [--corpus FILE ...] [--server HOST:PORT] [--keep-score-claims] [--out FILE]
         [--sampling-n N | --reasoning-tokens N]
 
@@ -102,7 +102,7 @@ def main() -> None:
     report = [
         "# Injection benchmark results",
         "",
-        f"Command: `{' '.join(['python benchmarks/injection_bench.py', *sys.argv[1:]])}`",
+        f"Command: `{' '.join(['python benchmarks/bench_injection.py', *sys.argv[1:]])}`",
         f"Judge: {first.judge}; rubric `{args.rubric}`; {len(bases)} SummEval summaries; "
         f"{time.strftime('%Y-%m-%d')}; shared machine.",
         f"Clean reward: mean {statistics.mean(first.clean_rewards):.3f}, "

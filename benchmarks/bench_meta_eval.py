@@ -20,10 +20,10 @@ documents); Topical-Chat turn level and QAGS sample level (one correlation
 over all items).
 
 Usage (starts the embedded judge itself unless --target is given):
-    python benchmarks/meta_eval.py --summeval-docs 3 --topical-contexts 5 --qags-docs 20
-    python benchmarks/meta_eval.py --tasks summeval --summeval-docs 10 --modes logprobs --steps with
-    python benchmarks/meta_eval.py --modes= --steps with --likelihood generic,aspect   # likelihood_meta.py
-    python benchmarks/meta_eval.py --tasks summeval,topical-chat --summeval-docs 2 --topical-contexts 3 \
+    python benchmarks/bench_meta_eval.py --summeval-docs 3 --topical-contexts 5 --qags-docs 20
+    python benchmarks/bench_meta_eval.py --tasks summeval --summeval-docs 10 --modes logprobs --steps with
+    python benchmarks/bench_meta_eval.py --modes= --steps with --likelihood generic,aspect   # bench_likelihood_meta.py
+    python benchmarks/bench_meta_eval.py --tasks summeval,topical-chat --summeval-docs 2 --topical-contexts 3 \
         --modes logprobs,sampling,reasoning --steps with
 """
 
@@ -41,8 +41,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import bench_likelihood_meta as likelihood_meta
 import common
-import likelihood_meta
 from geval_audit import datasets
 from geval_audit.stats import (
     Correlation,
@@ -56,7 +56,7 @@ from geval_client import Logprobs, Reasoning, RewardClient, Sampling
 from geval_server.launcher import running_server
 from geval_server.scorers.geval.rubrics import PRESET_DIR, read_toml
 
-RESULTS = pathlib.Path(__file__).resolve().parent / "results" / "meta_eval"
+RESULTS = pathlib.Path(__file__).resolve().parent / "results" / "bench_meta_eval"
 NO_STEPS_SUFFIX = "-nosteps"
 NO_STEPS_TEXT = "Assign the score."
 
@@ -360,7 +360,7 @@ def main() -> None:
     parser.add_argument("--modes", type=lambda s: [m for m in s.split(",") if m], default=["logprobs", "sampling"],
                         help="G-Eval conditions: logprobs,sampling (default both; empty: none)")
     parser.add_argument("--likelihood", type=_names(likelihood_meta.VARIANTS), default=[],
-                        help="likelihood scorer variants: generic,aspect (likelihood_meta.py; default none)")
+                        help="likelihood scorer variants: generic,aspect (bench_likelihood_meta.py; default none)")
     parser.add_argument("--steps", type=lambda s: [v == "with" for v in s.split(",")], default=[True, False],
                         help="with,without (default both)")
     parser.add_argument("--sampling-n", type=int, default=20)

@@ -1,7 +1,7 @@
 """The masked second read on clean text: what bounding the reward by it does to honest
 texts, and what it costs.
 
-    python benchmarks/numeral_bound_bench.py --server HOST:PORT [--n 300] [--seed 0] [--out FILE]
+    python benchmarks/bench_numeral_bound.py --server HOST:PORT [--n 300] [--seed 0] [--out FILE]
 
 Scores clean SummEval summaries (`summeval-coherence`) and Topical-Chat responses
 (`topical-chat-coherence`) against a server with the bound on (the default);
@@ -108,7 +108,7 @@ def main() -> None:
     report = [
         "# The masked second read on clean text",
         "",
-        f"Command: `{' '.join(['python benchmarks/numeral_bound_bench.py', *sys.argv[1:]])}`",
+        f"Command: `{' '.join(['python benchmarks/bench_numeral_bound.py', *sys.argv[1:]])}`",
         f"Judge: {judge}; {time.strftime('%Y-%m-%d')}; shared machine. change = reward - plain_reward = "
         "min(plain, masked) - plain.",
         "",

@@ -3,9 +3,9 @@ clients send thousands of items; every item must come back exactly once, with a
 result or an explicit error, and its reward must equal the reward of the same
 item scored alone.
 
-    python benchmarks/load_test.py [--clients 16] [--items 2000] [--batch 25] [--solo 200] [--server HOST:PORT]
+    python benchmarks/bench_load.py [--clients 16] [--items 2000] [--batch 25] [--solo 200] [--server HOST:PORT]
 
-Without --server it starts the embedded judge itself. Writes benchmarks/results/load_test.md.
+Without --server it starts the embedded judge itself. Writes benchmarks/results/bench_load.md.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from geval_audit.tables import markdown_table
 from geval_client import RewardClient, make_item
 from geval_server.launcher import running_server
 
-RESULTS = pathlib.Path(__file__).resolve().parent / "results" / "load_test.md"
+RESULTS = pathlib.Path(__file__).resolve().parent / "results" / "bench_load.md"
 TOLERANCE = 1e-3  # reward units; batched and solo runs differ only by float32 batch numerics
 TIME_LIMIT_S = 1800  # no new calls after this; items never sent are counted apart from lost ones
 
@@ -104,7 +104,8 @@ def main() -> None:
     ]
     table = markdown_table(["measure", "value"], rows)
     print(table)
-    RESULTS.write_text(f"# Load test\n\n`python benchmarks/load_test.py` on the embedded judge, loopback.\n\n{table}\n")
+    command = "python benchmarks/bench_load.py"
+    RESULTS.write_text(f"# Load test\n\n`{command}` on the embedded judge, loopback.\n\n{table}\n")
     ok = not lost and not duplicated and len(errors) == expected_errors and max(diffs) <= TOLERANCE
     print("PASS" if ok else "FAIL")
     raise SystemExit(0 if ok else 1)

@@ -1,8 +1,8 @@
-"""The likelihood scorer's part of the meta-evaluation (meta_eval.py --likelihood).
+"""The likelihood scorer's part of the meta-evaluation (bench_meta_eval.py --likelihood).
 
 Variants, each served as a likelihood file written next to the -nosteps copies:
-- generic: one instruction per task (the presets likelihood-summary, as the issue's
-  probe: "Summary of the article above:", and likelihood-response); one read serves
+- generic: one instruction per task (the presets likelihood-summary, as first measured
+  outside the product: "Summary of the article above:", and likelihood-response); one read serves
   every dimension;
 - aspect: the `likelihood-*` presets, one instruction per dimension.
 Each is served with the unconditional baseline (PMI), so one read gives three metrics:
@@ -106,3 +106,11 @@ def with_geval(rewards: dict, geval_scores: dict, scales: dict[str, tuple[float,
             for dim, values in by_dim.items()
         }
     return combined
+
+
+if __name__ == "__main__":
+    import argparse
+
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
+    sys.exit("bench_likelihood_meta.py is the likelihood part of the meta-evaluation, not a benchmark of its own;\n"
+             "run it with: python benchmarks/bench_meta_eval.py --likelihood generic,aspect")

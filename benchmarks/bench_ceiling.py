@@ -32,7 +32,7 @@ async def run(port: int, sets: dict[int, list[dict]], warm: dict) -> dict[tuple[
     from geval_server.config import ServeConfig
     from geval_server.defences.chain import DefenceSettings
     from geval_server.engine.embedded_model import EMBEDDED_MODEL
-    from geval_server.scorers.geval.prompts import JudgeInput
+    from geval_server.scorers.base import JudgeInput
     from geval_server.server import build_server, start_judge
 
     # The same reads on both paths: no read memo (ceiling and server read the same prompts in

@@ -109,7 +109,7 @@ class JudgePrompts:
         )
 
     def ids(self, item: dict) -> list[int]:
-        from geval_server.scorers.geval.prompts import JudgeInput
+        from geval_server.scorers.base import JudgeInput
 
         return self.prepared.builder.build(JudgeInput(item["prompt"], item["completion"])).ids
 

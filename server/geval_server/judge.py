@@ -18,10 +18,9 @@ from geval_server.api.wire import Choice, ValidGroups, ValidRequest
 from geval_server.defences.chain import Defences, DefenceSettings, defences_for
 from geval_server.engine.protocol import JudgeEngine
 from geval_server.groupwise.judge import GroupJudge, GroupRequest, GroupResult
-from geval_server.scorers.base import ItemFailure, Kind, Score, Scorer, ScorerInfo
+from geval_server.scorers.base import ItemFailure, JudgeInput, Kind, Score, Scorer, ScorerInfo
 from geval_server.scorers.geval.expected_score import NoLabelMass
 from geval_server.scorers.geval.inline import InlineRubrics
-from geval_server.scorers.geval.prompts import JudgeInput
 from geval_server.scorers.geval.rubrics import Rubric, RubricError
 from geval_server.scorers.geval.slot import LabelTokenError
 from geval_server.scorers.scoring_mode import Logprobs, ScoringMode

@@ -27,9 +27,8 @@ from geval_server.engine.vllm_engine import VllmEngine
 from geval_server.groupwise.judge import GroupJudge
 from geval_server.judge import Judge
 from geval_server.metrics import serve_metrics
-from geval_server.scorers.base import Scorer
+from geval_server.scorers.base import JudgeInput, Scorer
 from geval_server.scorers.geval.inline import InlineRubrics
-from geval_server.scorers.geval.prompts import JudgeInput
 from geval_server.scorers.geval.rubrics import Rubric, RubricError, load_rubrics, rubric_files
 from geval_server.scorers.geval.scorer import GEvalPreparer
 from geval_server.scorers.geval.slot import LabelTokenError

@@ -16,7 +16,7 @@ import pytest
 from geval_client import RewardClient, make_item
 from geval_server.engine.protocol import judge_identity
 from geval_server.launcher import ServerStartError, start_server, stop_server
-from geval_server.scorers.geval.prompts import JudgeInput
+from geval_server.scorers.base import JudgeInput
 from geval_server.scorers.geval.rubrics import rubric_from_dict
 
 from tests.families.assets import model_dir

@@ -7,7 +7,8 @@ after the reasoning. No engine."""
 
 import pytest
 from geval_server.engine.tokenization import Tokenization
-from geval_server.scorers.geval.prompts import FORM_HEADER, JudgeInput
+from geval_server.scorers.base import JudgeInput
+from geval_server.scorers.geval.prompts import FORM_HEADER
 from geval_server.scorers.geval.rubrics import load_rubrics
 from geval_server.scorers.geval.scorer import prepare_rubric
 from geval_server.scorers.geval.slot import LabelVocabulary

@@ -11,8 +11,9 @@ import functools
 
 import pytest
 from geval_server.engine.tokenization import Tokenization
+from geval_server.scorers.base import JudgeInput
 from geval_server.scorers.geval.expected_score import Scale
-from geval_server.scorers.geval.prompts import JudgeInput, PromptBuilder, form_text, framing_text
+from geval_server.scorers.geval.prompts import PromptBuilder, form_text, framing_text
 from geval_server.scorers.geval.rubrics import load_rubrics
 from geval_server.scorers.geval.scorer import prepare_rubric
 from geval_server.scorers.geval.slot import LabelVocabulary, find_score_slot

@@ -8,8 +8,8 @@ import math
 
 import pytest
 from geval_server.engine.tokenization import Tokenization
+from geval_server.scorers.base import JudgeInput
 from geval_server.scorers.geval.expected_score import Scale
-from geval_server.scorers.geval.prompts import JudgeInput
 from geval_server.scorers.geval.rubrics import Rubric, rubric_from_dict
 from geval_server.scorers.geval.scorer import GEvalPreparer
 from geval_server.scorers.scoring_mode import Logprobs

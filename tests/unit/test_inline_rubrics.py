@@ -9,9 +9,8 @@ from geval_client.pb import reward_pb2
 from geval_client.requests import score_request
 from geval_server.api.wire import Limits, RequestError, validate
 from geval_server.judge import UnservableRubric
-from geval_server.scorers.base import ItemFailure
+from geval_server.scorers.base import ItemFailure, JudgeInput
 from geval_server.scorers.geval.inline import InlineRubrics
-from geval_server.scorers.geval.prompts import JudgeInput
 from geval_server.scorers.geval.rubrics import Rubric, RubricError, load_rubrics
 
 from tests.unit.fakes import fake_judge

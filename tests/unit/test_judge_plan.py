@@ -5,7 +5,7 @@ prefix cache. The real engine's speed is measured in benchmarks/, not here."""
 
 
 import pytest
-from geval_server.scorers.geval.prompts import JudgeInput
+from geval_server.scorers.base import JudgeInput
 
 from tests.unit.fakes import fake_judge, score_all
 

@@ -7,8 +7,7 @@ import math
 
 import pytest
 from geval_server.engine.tokenization import Tokenization
-from geval_server.scorers.base import ItemFailure
-from geval_server.scorers.geval.prompts import JudgeInput
+from geval_server.scorers.base import ItemFailure, JudgeInput
 from geval_server.scorers.geval.rubrics import RubricError, load_rubrics, rubric_files
 from geval_server.scorers.likelihood.guards import copy_rate, guard_factor, repetition_rate
 from geval_server.scorers.likelihood.scorer import LikelihoodScorer, combine, reward_from, score_from

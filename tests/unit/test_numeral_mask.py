@@ -9,8 +9,7 @@ import pytest
 from geval_server.defences.chain import DefenceSettings
 from geval_server.defences.numeral_mask import MASK, has_numeral, mask_numerals
 from geval_server.judge import Judge
-from geval_server.scorers.base import Kind
-from geval_server.scorers.geval.prompts import JudgeInput
+from geval_server.scorers.base import JudgeInput, Kind
 
 
 @pytest.mark.parametrize(("text", "masked"), [

@@ -8,7 +8,7 @@ import re
 from geval_client.pb import reward_pb2
 from geval_server.api.wire import RequestError, validate
 from geval_server.judge import weighted_reward
-from geval_server.scorers.base import ItemFailure
+from geval_server.scorers.base import ItemFailure, JudgeInput
 from geval_server.scorers.geval.expected_score import (
     NoLabelMass,
     Scale,
@@ -16,7 +16,6 @@ from geval_server.scorers.geval.expected_score import (
     estimate_from_samples,
     parse_sampled_label,
 )
-from geval_server.scorers.geval.prompts import JudgeInput
 from geval_server.scorers.geval.rubrics import DEFAULT_RUBRIC, load_rubrics
 from geval_server.scorers.geval.slot import plan_label_reads
 from hypothesis import HealthCheck, given, settings

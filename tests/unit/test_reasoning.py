@@ -19,7 +19,8 @@ from geval_client.types import Sampling as ClientSampling
 from geval_client.types import item_result
 from geval_server.api.wire import RequestError, validate
 from geval_server.engine.vllm_engine import Generation
-from geval_server.scorers.geval.prompts import FORM_HEADER, JudgeInput
+from geval_server.scorers.base import JudgeInput
+from geval_server.scorers.geval.prompts import FORM_HEADER
 from geval_server.scorers.geval.reasoning import rationale_tokens, stops, unclosed_think
 from geval_server.scorers.geval.rubrics import load_rubrics
 from geval_server.scorers.scoring_mode import Reasoning

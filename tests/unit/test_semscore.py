@@ -3,8 +3,7 @@
 import asyncio
 
 import pytest
-from geval_server.scorers.base import Kind
-from geval_server.scorers.geval.prompts import JudgeInput
+from geval_server.scorers.base import JudgeInput, Kind
 from geval_server.scorers.scoring_mode import Logprobs
 from geval_server.scorers.semscore import (
     MODEL_NAME,

@@ -1,4 +1,6 @@
-"""Turns a ScoreRequest into judge inputs, checking every field, without the engine.
+"""The wire form of every RPC: requests turned into judge inputs, checking every field,
+without the engine, and the judge's results turned into replies. Every enum of the proto
+is mapped here.
 
 Request-wide problems (no items, unknown rubric, a bad inline rubric, bad
 weights or sampling options) raise RequestError and fail the call with
@@ -12,15 +14,20 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from geval_client.pb import reward_pb2
 
 from geval_server.groupwise.plan import DEFAULT_NEIGHBOURS, Group, Schedule
 from geval_server.groupwise.win_matrix import Aggregation
-from geval_server.scorers.base import ItemFailure
-from geval_server.scorers.geval.prompts import ROLE_LABELS, JudgeInput, render_chat
+from geval_server.scorers.base import ItemFailure, JudgeInput, Kind, ScorerInfo
+from geval_server.scorers.geval.prompts import ROLE_LABELS, render_chat
 from geval_server.scorers.geval.rubrics import Rubric, RubricError, rubric_from_dict
 from geval_server.scorers.scoring_mode import Logprobs, Reasoning, Sampling, ScoringMode
+
+if TYPE_CHECKING:  # the judge imports this module's request types
+    from geval_server.groupwise.judge import GroupResult
+    from geval_server.judge import ItemOutcome, ItemScore
 
 CHAT_ROLES = tuple(ROLE_LABELS)
 MAX_SAMPLES = 64
@@ -270,6 +277,9 @@ _SCHEDULES = {
     reward_pb2.SCHEDULE_NEIGHBOURS: Schedule.NEIGHBOURS, reward_pb2.SCHEDULE_ANCHOR: Schedule.ANCHOR,
     reward_pb2.SCHEDULE_LISTWISE: Schedule.LISTWISE,
 }
+_SCHEDULES_WIRE = {schedule: wire for wire, schedule in _SCHEDULES.items() if schedule is not None}
+_KINDS = {Kind.GEVAL: reward_pb2.SCORER_KIND_GEVAL, Kind.SEMSCORE: reward_pb2.SCORER_KIND_SEMSCORE,
+          Kind.LIKELIHOOD: reward_pb2.SCORER_KIND_LIKELIHOOD}
 _AGGREGATIONS = {
     reward_pb2.AGGREGATION_UNSPECIFIED: Aggregation.MEAN_WIN_PROBABILITY,
     reward_pb2.AGGREGATION_MEAN_WIN_PROBABILITY: Aggregation.MEAN_WIN_PROBABILITY,
@@ -348,3 +358,70 @@ def _group(i: int, group: reward_pb2.Group, referenced: list[str], schedule: Sch
         return Group(prompt, list(group.completions), reference, anchor if anchor is not None else reference)
     except ItemFailure as failure:
         return ItemFailure(failure.code, f"{failure.field}: {failure.message}", failure.field)
+
+
+# ---- replies ---------------------------------------------------------------------------
+
+
+def _error(failure: ItemFailure) -> reward_pb2.ItemError:
+    return reward_pb2.ItemError(
+        code=reward_pb2.ErrorCode.Value(f"ERROR_CODE_{failure.code}"), message=failure.message, field=failure.field
+    )
+
+
+def item_result(item_id: str, outcome: ItemOutcome) -> dict:
+    """An item's result as the fields of its message: the response is built from them in one
+    constructor, where messages built one by one were copied into their parents at each
+    level (a 64-item response with 4 rubrics: 34 us per item against 15)."""
+    result = {"id": item_id, "scores": [rubric_score(s) for s in outcome.scores],
+              "score_claims_removed": outcome.score_claims_removed, "masked_read_lowered": outcome.masked_read_lowered}
+    if outcome.failure is None:
+        result.update(reward=outcome.reward, plain_reward=outcome.plain_reward)
+    else:
+        result["error"] = _error(outcome.failure)
+    return result
+
+
+def rubric_score(item_score: ItemScore) -> dict:
+    """One scorer's result as the fields of its RubricScore: the reward and what that scorer
+    measured, in the form the scorer writes (Score.wire)."""
+    scorer, score = item_score.scorer, item_score.score
+    return {"rubric": scorer.name, "reward": score.reward, "content_hash": scorer.content_hash, **score.wire()}
+
+
+def rubric_info(info: ScorerInfo) -> reward_pb2.RubricInfo:
+    """A scorer's description on the wire, its own details in the message of its kind."""
+    return reward_pb2.RubricInfo(
+        name=info.name, kind=_KINDS[info.kind], min_score=info.min_score, max_score=info.max_score,
+        higher_is_better=info.higher_is_better, uses_reference=info.uses_reference, content_hash=info.content_hash,
+        **info.details.wire(),
+    )
+
+
+def group_result(group_id: str, result: GroupResult) -> reward_pb2.GroupResult:
+    wire = reward_pb2.GroupResult(id=group_id)
+    if result.failure is not None:
+        wire.error.CopyFrom(_error(result.failure))
+        return wire
+    wire.schedule = _SCHEDULES_WIRE[result.schedule]
+    for i, reward in enumerate(result.rewards):
+        completion = wire.completions.add(score_claims_removed=result.score_claims_removed[i])
+        failure = result.member_failures[i]
+        if failure is None:
+            completion.reward = reward
+        else:
+            completion.error.CopyFrom(_error(failure))
+    for per_rubric in result.per_rubric:
+        outcome = per_rubric.outcome
+        wire.rubrics.add(
+            rubric=per_rubric.rubric, content_hash=per_rubric.content_hash, rewards=outcome.rewards,
+            win_matrix=[math.nan if p is None else p for row in outcome.win_matrix for p in row],
+            position_consistency=_or_nan(outcome.position_consistency),
+            first_position_preference=_or_nan(outcome.first_position_preference),
+            label_mass=_or_nan(outcome.label_mass), win_entropy=_or_nan(outcome.win_entropy),
+        )
+    return wire
+
+
+def _or_nan(value: float | None) -> float:
+    return math.nan if value is None else value

@@ -13,10 +13,18 @@ from __future__ import annotations
 import enum
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-from geval_server.scorers.geval.prompts import JudgeInput
 from geval_server.scorers.scoring_mode import ScoringMode
+
+
+@dataclass(frozen=True)
+class JudgeInput:
+    """One (prompt, completion[, reference]) pair, the prompt already flattened to text."""
+
+    prompt: str
+    completion: str
+    reference: str | None = None
 
 
 class Kind(enum.Enum):
@@ -40,6 +48,17 @@ class Score(Protocol):
     @property
     def reward(self) -> float: ...
 
+    def wire(self) -> dict:
+        """What it measured as the fields of its RubricScore (`{"geval": {...}}`): each scorer
+        writes its own, so the servicer never needs to know which scorer is which."""
+
+
+class Details(Protocol):
+    """A scorer's own description (a G-Eval rubric, a likelihood spec, ...)."""
+
+    def wire(self) -> dict:
+        """As the fields of its RubricInfo (`{"geval": GEvalRubric(...)}`)."""
+
 
 @dataclass(frozen=True)
 class ScorerInfo:
@@ -54,7 +73,7 @@ class ScorerInfo:
     higher_is_better: bool
     uses_reference: bool
     content_hash: str
-    details: Any
+    details: Details
 
 
 class Scorer(Protocol):

@@ -23,8 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from geval_server.scorers.base import Kind, ScorerInfo
-from geval_server.scorers.geval.prompts import JudgeInput
+from geval_client.pb import reward_pb2
+
+from geval_server.scorers.base import JudgeInput, Kind, ScorerInfo
 from geval_server.scorers.scoring_mode import ScoringMode
 
 NAME = "semscore"
@@ -90,11 +91,18 @@ class SemScoreResult:
     def reward(self) -> float:
         return reward_from_cosine(self.cosine)
 
+    def wire(self) -> dict:
+        return {"semscore": {"cosine": self.cosine}}
+
 
 @dataclass(frozen=True)
 class SemScoreDetails:
     embedding_model: str
     description: str
+
+    def wire(self) -> dict:
+        return {"semscore": reward_pb2.SemScoreInfo(embedding_model=self.embedding_model,
+                                                    description=self.description)}
 
 
 class SemScoreScorer:

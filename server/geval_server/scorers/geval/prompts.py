@@ -30,19 +30,11 @@ from dataclasses import dataclass, field
 
 from geval_server.defences.boundaries import COMPLETION_TAG, REFERENCE_TAG, SOURCE_TAG, escape_boundaries
 from geval_server.engine.tokenization import Tokenization
+from geval_server.scorers.base import JudgeInput
 from geval_server.scorers.geval.rubrics import Rubric, RubricError
 
 FORM_HEADER = "Evaluation Form (scores ONLY):"
 
-
-
-@dataclass(frozen=True)
-class JudgeInput:
-    """One (prompt, completion[, reference]) pair, the prompt already flattened to text."""
-
-    prompt: str
-    completion: str
-    reference: str | None = None
 
 
 # Every chat role a prompt may hold, and the label the judge reads before its text.

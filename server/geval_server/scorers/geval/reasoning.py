@@ -22,7 +22,6 @@ from geval_server.scorers.geval.prompts import FORM_HEADER, completion_end_text
 from geval_server.scorers.geval.rubrics import Rubric
 from geval_server.scorers.geval.slot import LabelTokenError, LabelVocabulary, ScoreSlot, find_score_slot
 
-REASONING_TOKENS = 256  # the rationale's default budget
 # Think blocks as the families write them: an opener left unclosed gets its closer.
 THINK_BLOCKS = (("<think>", "</think>"), ("<|channel>", "<channel|>"))
 FORM_LINE_MARKUP = " \t\r\n-*#"  # what a judge writes before a form line's criterion

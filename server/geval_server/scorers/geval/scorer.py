@@ -10,12 +10,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from geval_client.pb import reward_pb2
+
+from geval_server import metrics
 from geval_server.engine.protocol import JudgeEngine
 from geval_server.engine.tokenization import Tokenization
-from geval_server.scorers.base import ItemFailure, Kind, ScorerInfo
+from geval_server.scorers.base import ItemFailure, JudgeInput, Kind, ScorerInfo
 from geval_server.scorers.geval.autocot import ensure_steps
 from geval_server.scorers.geval.expected_score import ScoreEstimate, estimate, estimate_from_samples
-from geval_server.scorers.geval.prompts import JudgeInput, PromptBuilder, PromptParts, form_text
+from geval_server.scorers.geval.prompts import PromptBuilder, PromptParts, form_text
 from geval_server.scorers.geval.reasoning import ReasoningLayout, rationale_tokens, reasoning_layout
 from geval_server.scorers.geval.rubrics import Rubric
 from geval_server.scorers.geval.slot import LabelVocabulary, ScoreSlot, find_score_slot
@@ -40,6 +43,16 @@ class GEvalScore:
     def reward(self) -> float:
         return self.estimate.reward
 
+    def wire(self) -> dict:
+        estimate = self.estimate
+        return {"geval": {
+            "expected_score": estimate.expected_score,
+            "distribution": [{"label": label, "value": float(label), "probability": p}
+                             for label, p in estimate.distribution.items()],
+            "label_mass": estimate.label_mass, "low_confidence": estimate.low_confidence,
+            "top_label": estimate.top_label, "mode": self.mode.wire, "rationale": self.rationale,
+        }}
+
 
 @dataclass(frozen=True)
 class GEvalDetails:
@@ -51,6 +64,13 @@ class GEvalDetails:
     evaluation_steps: str
     steps_generated: bool
     labels: tuple[str, ...]
+
+    def wire(self) -> dict:
+        return {"geval": reward_pb2.GEvalRubric(
+            criterion=self.criterion, task_introduction=self.task_introduction,
+            evaluation_criteria=self.evaluation_criteria, evaluation_steps=self.evaluation_steps or "",
+            steps_generated=self.steps_generated, labels=self.labels,
+        )}
 
 
 @dataclass(frozen=True)
@@ -119,6 +139,10 @@ class GEvalScorer:
         order = sorted(range(len(requests)), key=lambda i: requests[i].texts[:2])
         results = await asyncio.gather(*(self._score_one(requests[i].ids, mode) for i in order),
                                        return_exceptions=True)
+        label_mass = metrics.LABEL_MASS.labels(self.name)
+        for result in results:
+            if isinstance(result, GEvalScore):
+                label_mass.observe(result.estimate.label_mass)
         by_request = dict(zip(order, results))
         return [by_request[i] for i in range(len(requests))]
 

@@ -30,10 +30,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import ClassVar
 
+from geval_client.pb import reward_pb2
+
 from geval_server.engine.protocol import JudgeEngine
 from geval_server.engine.tokenization import Tokenization
-from geval_server.scorers.base import ItemFailure, Kind, ScorerInfo
-from geval_server.scorers.geval.prompts import JudgeInput
+from geval_server.scorers.base import ItemFailure, JudgeInput, Kind, ScorerInfo
 from geval_server.scorers.likelihood.guards import copy_rate, guard_factor, repetition_rate
 from geval_server.scorers.likelihood.spec import Baseline, Direction, LikelihoodSpec
 from geval_server.scorers.scoring_mode import ScoringMode
@@ -47,6 +48,10 @@ class LikelihoodScore:
     guard: float  # the guards' factor on the reward
     reward: float
 
+    def wire(self) -> dict:
+        return {"likelihood": {"mean_logprob": self.mean_logprob, "tokens_read": self.tokens_read,
+                               "score": self.score, "guard": self.guard}}
+
 
 @dataclass(frozen=True)
 class LikelihoodDetails:
@@ -57,6 +62,13 @@ class LikelihoodDetails:
     max_copy_rate: float | None
     max_repetition_rate: float | None
     description: str
+
+    def wire(self) -> dict:
+        return {"likelihood": reward_pb2.LikelihoodInfo(
+            criterion=self.criterion, instruction=self.instruction, direction=self.direction,
+            baseline=self.baseline, max_copy_rate=self.max_copy_rate,
+            max_repetition_rate=self.max_repetition_rate, description=self.description,
+        )}
 
 
 def reward_from(score: float, baseline: Baseline) -> float:

@@ -76,6 +76,12 @@ def _serve_parser():
                         help="largest gRPC message, either way")
     limits.add_argument("--shutdown-grace-s", type=float, default=ServeConfig.shutdown_grace_s,
                         help="on SIGTERM, how long in-flight calls may take to finish")
+    limits.add_argument("--max-connection-age-s", type=float, default=ServeConfig.max_connection_age_s,
+                        help="close each client connection after about this long (gRPC's max_connection_age), "
+                             "so clients of a DNS name with several replicas (a headless Service) reconnect, "
+                             "resolve it again and spread calls onto replicas added since; 0: never")
+    limits.add_argument("--max-connection-age-grace-s", type=float, default=ServeConfig.max_connection_age_grace_s,
+                        help="how long calls already on a connection so closed may take to finish")
     limits.add_argument("--read-memo-size", type=int, default=ServeConfig.read_memo_size,
                         help="slot reads kept, so a prompt read again gets the same probabilities without the "
                              "engine (vLLM's batches move bfloat16 numbers by about 1e-3); 0 keeps none")
@@ -124,6 +130,8 @@ def _serve(argv: list[str]) -> int:
     engine_args = given_engine_flags(parser, engine_flags, argv)
     if (args.tls_cert is None) != (args.tls_key is None):
         parser.error("--tls-cert and --tls-key go together")
+    if args.max_connection_age_s < 0 or args.max_connection_age_grace_s < 0:
+        parser.error("--max-connection-age-s and --max-connection-age-grace-s: must be 0 or more")
     if args.read_memo_size < 0:
         parser.error(f"--read-memo-size: must be 0 or more, got {args.read_memo_size}")
     config = ServeConfig(
@@ -134,7 +142,8 @@ def _serve(argv: list[str]) -> int:
         limits=Limits(max_items=args.max_items_per_request, max_field_chars=args.max_field_chars,
                       max_inline_rubrics=args.max_inline_rubrics),
         max_pending_items=args.max_pending_items, max_message_bytes=args.max_message_mb * 1024 * 1024,
-        shutdown_grace_s=args.shutdown_grace_s, semscore=args.semscore,
+        shutdown_grace_s=args.shutdown_grace_s, max_connection_age_s=args.max_connection_age_s,
+        max_connection_age_grace_s=args.max_connection_age_grace_s, semscore=args.semscore,
         defences=DefenceSettings(args.remove_score_claims, args.masked_read_bound),
         read_memo_size=args.read_memo_size,
     )

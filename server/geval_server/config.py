@@ -7,7 +7,7 @@ import pathlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from geval_client.defaults import DEFAULT_PORT
+from geval_client.defaults import DEFAULT_PORT, DEFAULT_TIMEOUT_S
 
 from geval_server.api.wire import Limits
 from geval_server.defences.chain import DefenceSettings
@@ -35,6 +35,11 @@ class ServeConfig:
     max_pending_items: int = 16384
     max_message_bytes: int = 64 * 1024 * 1024
     shutdown_grace_s: float = 30.0
+    # A connection older than this is sent GOAWAY (gRPC adds +-10% jitter), so clients of a
+    # headless Service reconnect and re-resolve DNS and see replicas added since; 0: never.
+    max_connection_age_s: float = 300.0
+    # How long calls on such a connection may still take: a client's default deadline.
+    max_connection_age_grace_s: float = DEFAULT_TIMEOUT_S
     semscore: bool = True
     defences: DefenceSettings = field(default_factory=DefenceSettings)
     read_memo_size: int = DEFAULT_READ_MEMO_SIZE

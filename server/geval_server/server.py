@@ -144,17 +144,27 @@ def _bind(server: grpc.aio.Server, config: ServeConfig) -> int:
     return server.add_secure_port(address, credentials)
 
 
-def build_server(judge: Judge, config: ServeConfig) -> tuple[grpc.aio.Server, health.aio.HealthServicer, int]:
-    """The gRPC server around a started judge, bound but not started: reward service,
-    health, reflection, auth, TLS and message limits. Returns it, its health servicer
-    and the bound port."""
-    message_limits = [
+def server_options(config: ServeConfig) -> list[tuple[str, int]]:
+    """The gRPC server's channel options: message limits, and the connection age after which
+    clients reconnect (and re-resolve a headless Service's name), none when it is 0."""
+    options = [
         ("grpc.max_send_message_length", config.max_message_bytes),
         ("grpc.max_receive_message_length", config.max_message_bytes),
     ]
+    if config.max_connection_age_s > 0:  # gRPC reads both as C ints of milliseconds
+        options += [("grpc.max_connection_age_ms", min(round(config.max_connection_age_s * 1000), 2**31 - 1)),
+                    ("grpc.max_connection_age_grace_ms",
+                     min(round(config.max_connection_age_grace_s * 1000), 2**31 - 1))]
+    return options
+
+
+def build_server(judge: Judge, config: ServeConfig) -> tuple[grpc.aio.Server, health.aio.HealthServicer, int]:
+    """The gRPC server around a started judge, bound but not started: reward service,
+    health, reflection, auth, TLS, message limits and connection age. Returns it, its
+    health servicer and the bound port."""
     # The call log first: it is outermost, so it sees (and logs) the calls auth refuses.
     interceptors = [CallInterceptor()] + ([TokenAuthInterceptor(config.auth_tokens)] if config.auth_tokens else [])
-    server = grpc.aio.server(options=message_limits, interceptors=interceptors)
+    server = grpc.aio.server(options=server_options(config), interceptors=interceptors)
     settings = {key: str(value) for key, value in judge.engine.settings.items()}
     settings.update(judge.engine.environment)
     settings["max_model_len"] = str(judge.engine.max_model_len)

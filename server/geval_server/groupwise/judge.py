@@ -179,10 +179,7 @@ class GroupJudge:
 
     async def _read(self, rubric: Rubric, listed: int, ids: tuple[int, ...]) -> tuple[tuple[float, ...], float]:
         """Each listed letter's probability at the slot, renormalized over the letters, and their mass."""
-        slot = self.prompt_for(rubric).layout(listed).slot
-        (read,) = slot.plan.reads
-        answer = await self._engine.token_logprobs(list(ids), list(read.token_ids))
-        probability = slot.plan.label_probabilities([answer])
+        probability = await self.prompt_for(rubric).layout(listed).slot.plan.read(self._engine, list(ids))
         letters = [probability[letter] for letter in LETTERS[:listed]]
         mass = math.fsum(letters)
         if not mass > 0.0 or not math.isfinite(mass):

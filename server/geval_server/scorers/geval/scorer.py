@@ -178,18 +178,7 @@ class GEvalScorer:
         return GEvalScore(score, reasoning, rationale.strip())
 
     async def _label_probs(self, ids: list[int]) -> dict[str, float]:
-        """Each label's probability (not renormalized) when the judge's next tokens follow
-        `ids`, which end at the score slot. A label written as several tokens is chained
-        (score_slot.py): each read of the slot's plan is one engine request on `ids` plus
-        that read's prefix, all in flight at once; they share `ids`, so vLLM's prefix
-        cache computes it once and each further read costs its last block."""
-        plan = self.prepared.slot.plan
-        if len(plan.reads) == 1:  # the slot alone: one request, awaited without a task of its own
-            return plan.label_probabilities([await self._engine.token_logprobs(ids, list(plan.reads[0].token_ids))])
-        answers = await asyncio.gather(
-            *(self._engine.token_logprobs(ids + list(read.prefix), list(read.token_ids)) for read in plan.reads)
-        )
-        return plan.label_probabilities(answers)
+        return await self.prepared.slot.plan.read(self._engine, ids)
 
     def info(self) -> ScorerInfo:
         rubric = self.prepared.rubric

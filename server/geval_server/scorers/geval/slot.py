@@ -21,10 +21,12 @@ the scorer's job.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from geval_server.engine.protocol import JudgeEngine
 from geval_server.engine.tokenization import Tokenization
 
 
@@ -52,6 +54,19 @@ class LabelReadPlan:
     reads: tuple[SlotRead, ...]
     spellings: Mapping[str, tuple[tuple[int, ...], ...]]
     continuing: frozenset[int]
+
+    async def read(self, engine: JudgeEngine, ids: list[int]) -> dict[str, float]:
+        """Each label's probability (not renormalized) when the judge's next tokens follow
+        `ids`, which end at the slot: the one way a slot is read, pointwise or in a comparison.
+        Each read of the plan is one engine request on `ids` plus that read's prefix, all in
+        flight at once; they share `ids`, so vLLM's prefix cache computes it once and each
+        further read costs its last block."""
+        if len(self.reads) == 1:  # the slot alone: one request, awaited without a task of its own
+            return self.label_probabilities([await engine.token_logprobs(ids, list(self.reads[0].token_ids))])
+        answers = await asyncio.gather(
+            *(engine.token_logprobs(ids + list(read.prefix), list(read.token_ids)) for read in self.reads)
+        )
+        return self.label_probabilities(answers)
 
     def label_probabilities(self, answers: Sequence[Mapping[int, float]]) -> dict[str, float]:
         """Exact probability of each label: answers[i] maps token id -> log-probability

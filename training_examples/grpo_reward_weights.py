@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from example_setup import cpu_trainer_settings, parse_args, print_log_history, summeval_rows
 from geval_client import AsyncGEvalReward
-from geval_client.reward_batch import completion_text
+from geval_client.trainer_text import completion_text
 
 RUBRICS = {"summeval-coherence": 2.0, "summeval-relevance": 1.0}
 TARGET_WORDS = 25

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from geval_client import make_item
-from geval_client.types import Logprobs, Mode
+from geval_client.types import Logprobs
+from geval_client.types import ScoringMode as Mode
 
 from .injections import Injection
 from .tables import markdown_table

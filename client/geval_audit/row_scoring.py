@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from geval_client.types import Logprobs, Mode
+from geval_client.types import Logprobs
+from geval_client.types import ScoringMode as Mode
 from tqdm import tqdm
 
 from .inputs import AuditRow

@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from geval_client import RewardClient
-from geval_client.types import Logprobs, Mode, Reasoning, Sampling
+from geval_client.types import Logprobs, Reasoning, Sampling
+from geval_client.types import ScoringMode as Mode
 
 from .checks import JUDGE_METRIC, Checks, run_checks
 from .inputs import AuditRow, Columns, RowError, check_columns, parse_rows, read_records

@@ -6,8 +6,7 @@ from .errors import ItemNotScored, RewardServerError
 from .requests import make_item
 from .retry import RetryPolicy
 from .transport import TLSOptions
-from .trl_group_reward import AsyncGroupwiseReward, GroupwiseReward
-from .trl_reward import AsyncGEvalReward, GEvalReward
+from .trl import AsyncGEvalReward, AsyncGroupwiseReward, GEvalReward, GroupwiseReward
 from .types import (
     GEvalScore,
     GroupResult,

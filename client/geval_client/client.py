@@ -30,7 +30,7 @@ from .transport import (
     open_aio_channel,
     open_channel,
 )
-from .types import GroupResult, ItemResult, Logprobs, Mode, group_result, item_result
+from .types import GroupResult, ItemResult, Logprobs, ScoringMode, group_result, item_result
 
 __all__ = ["AsyncRewardClient", "RewardClient", "MAX_MESSAGE_BYTES"]
 
@@ -89,7 +89,9 @@ class RewardClient(_ClientBase):
         self._stub = reward_pb2_grpc.RewardServiceStub(self._channel)
         self._health = health_pb2_grpc.HealthStub(self._channel)
 
-    def score(self, items: Sequence[Any], rubrics: Rubrics = None, mode: Mode = Logprobs()) -> list[ItemResult]:
+    def score(
+        self, items: Sequence[Any], rubrics: Rubrics = None, mode: ScoringMode = Logprobs()
+    ) -> list[ItemResult]:
         """items: dicts with prompt, completion and optional reference, id, rubric(s), or
         reward_pb2.Item; rubrics: see requests.Rubrics (None: the server's default);
         mode: Logprobs(), Sampling(n, temperature) or Reasoning(max_tokens, temperature).
@@ -154,7 +156,9 @@ class AsyncRewardClient(_ClientBase):
         self._stub = reward_pb2_grpc.RewardServiceStub(self._channel)
         self._health = health_pb2_grpc.HealthStub(self._channel)
 
-    async def score(self, items: Sequence[Any], rubrics: Rubrics = None, mode: Mode = Logprobs()) -> list[ItemResult]:
+    async def score(
+        self, items: Sequence[Any], rubrics: Rubrics = None, mode: ScoringMode = Logprobs()
+    ) -> list[ItemResult]:
         response = await self._call("Score", self._stub.Score, score_request(items, rubrics, mode))
         return [item_result(result) for result in response.results]
 

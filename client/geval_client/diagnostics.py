@@ -4,7 +4,7 @@
   not answering the question); low_confidence_share: share of (item, rubric)
   scores the server flagged.
 - failed_share: completions that got no reward (None).
-- score_claim_share: completions in which the server blanked a score claim
+- score_claim_share: completions in which the server removed a score claim
   (`Coherence: 5`); rising, it shows the policy learning to write its own score.
 - latency_s: wall time of the scoring call, retries included.
 - self_preference_share / self_preference_margin: share of completions scored
@@ -28,8 +28,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .reward_batch import RewardBatch, rewards_of
 from .row_rubrics import rubric_error
+from .trl_batch import RewardBatch, rewards_of
 from .types import GEvalScore, ItemResult, RubricScore, label_mass
 
 # Under no correlation, |rho| exceeds 0.65 by chance in 5% of samples of 10 items

@@ -19,9 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Sequence
 
-from .errors import ItemNotScored
-from .row_rubrics import rubric_error
-from .types import CompletionResult, ItemResult
+from .types import ItemResult
 
 EXCLUDE, MIN = "exclude", "min"
 MIN_REWARD = 0.0  # every rubric's reward lies in [0, 1]
@@ -63,18 +61,3 @@ def grouped_rewards(
             rewards[i] = math.fsum(group_peers) / len(group_peers)
     return rewards
 
-
-def sample_reward(
-    result: ItemResult | CompletionResult, on_error: float, rubrics_origin: str | None = None
-) -> float:
-    """A number for every sample (a scored item, or a member of a judged group): the reward,
-    on_error for a completion-caused failure, else ItemNotScored naming the cause (and
-    rubrics_origin, where the sample's own rubric failed)."""
-    if result.ok:
-        return result.reward
-    if result.error.caused_by_completion:
-        return on_error
-    raise ItemNotScored(
-        "the reward server could not score an item, and not because of its completion: "
-        + rubric_error(result.error, rubrics_origin)
-    )

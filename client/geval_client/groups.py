@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import Any
 
-from .reward_batch import judge_prompt
+from .trainer_text import judge_prompt
 
 
 def group_key(prompt: Any, reference: str | None) -> Hashable:

@@ -13,13 +13,8 @@
    or `from geval_client.openrlhf import reward_func`, configured by the
    environment (GEVAL_REWARD_SERVER, GEVAL_REWARD_RUBRICS; see sample_rewards.py).
 
-2. An HTTP URL given to `--reward.remote_url`: this module's bridge serves
-   OpenRLHF's JSON protocol in front of the gRPC server:
-
-       python -m geval_client.openrlhf --server judge:50051 --rubric summeval-coherence --port 5000
-
-   OpenRLHF POSTs {"query": [...], "prompts": [...], "labels": [...]} and reads
-   {"rewards": [...], "scores": [...], "extra_logs": {...}} back.
+2. An HTTP URL given to `--reward.remote_url`, served by the bridge in front of the gRPC
+   server (openrlhf_bridge.py).
 
 `query` is prompt and response decoded together (special tokens kept), so the
 completion is cut out of it: after the prompt (compared exactly, then ignoring
@@ -44,26 +39,16 @@ no sample has a peer is refused (every reward would be 0.5), unless the schedule
 OpenRLHF needs a number for every sample: see sample_rewards.py for what a
 completion the server cannot score gets (on_error) and what raises. From 0.9.1
 OpenRLHF logs what a reward_func raises at INFO and goes on with no reward, so the
-cause is logged here at ERROR before it is raised. The bridge answers a failure the
-completion did not cause with 422, a bad request with 400, an unreachable server
-with 503, each logged once at ERROR; OpenRLHF's retries of a request get the first
-answer (`_Answers`).
+cause is logged here at ERROR before it is raised; the bridge answers it with 422.
 """
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import json
 import logging
 import re
-import sys
-import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from .defaults import DEFAULT_TIMEOUT_S
@@ -72,9 +57,9 @@ from .failures import OnError
 from .groups import group_key, groups_by_key, nobody_to_compare
 from .requests import Rubrics
 from .row_rubrics import row_rubrics
-from .sample_rewards import Groupwise, Sample, SampleReward, SampleScorer, reference_text, rubrics_from_text
-from .transport import read_token
-from .types import Mode
+from .sample_rewards import SampleScorer, reference_text
+from .scoring import Groupwise, Sample, SampleReward
+from .types import ScoringMode
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +69,6 @@ RUBRIC_COLUMN = "rubrics"
 # special tokens kept: <|im_end|>, <|endoftext|>, <|eot_id|>, </s>, <eos>, <end_of_turn>,
 # <｜end▁of▁sentence｜>.
 _END_MARKERS = re.compile(r"(?:\s*(?:<\|[A-Za-z0-9_]+\|>|</s>|<eos>|<end_of_turn>|<｜[^<>｜]{1,40}｜>))+\s*\Z")
-# OpenRLHF's HTTP client gives up after 180 s (aiohttp ClientTimeout(total=180) in
-# openrlhf/utils/agent.py 0.9.1-0.11, requests' timeout=180 in remote_rm_utils.py before): the
-# bridge answers within 120 s + 40 s, a failed call included.
-OPENRLHF_HTTP_TIMEOUT_S, BRIDGE_TIMEOUT_S, BRIDGE_WAIT_S = 180.0, 120.0, 40.0
 MIN_PROMPT_TAIL = 64  # characters of a left-truncated prompt that must match to cut there
 
 
@@ -181,8 +162,8 @@ def openrlhf_reply(rewards: Sequence[SampleReward]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class OpenRLHFReward:
-    """OpenRLHF's reward for one configuration (SampleScorer.configure's options); the bridge
-    serves it, make_reward_func wraps it in a function."""
+    """OpenRLHF's reward for one configuration; the bridge serves it, make_reward_func wraps it
+    in a function."""
 
     scorer: SampleScorer
     rubric_column: str = RUBRIC_COLUMN  # the label object's key holding a sample's own rubric
@@ -192,13 +173,24 @@ class OpenRLHFReward:
         if self.groupwise is not None:
             self.scorer.check_groupwise()
 
+    @classmethod
+    def configure(
+        cls, rubric_column: str = RUBRIC_COLUMN, groupwise: bool = False, schedule: str | None = None,
+        aggregation: str = "mean_win_probability", **scorer_options: Any,
+    ) -> OpenRLHFReward:
+        """scorer_options: SampleScorer.configure's; schedule and aggregation need groupwise."""
+        if not groupwise and (schedule is not None or aggregation != "mean_win_probability"):
+            raise ValueError("schedule and aggregation choose how groups are judged: they need groupwise")
+        return cls(SampleScorer.configure(**scorer_options), rubric_column,
+                   Groupwise(schedule, aggregation) if groupwise else None)
+
     def __call__(self, queries, prompts, labels=None, **kwargs) -> dict[str, Any]:
         samples = samples_from(queries, prompts, labels, self.rubric_column)
         if self.groupwise is None:
-            return openrlhf_reply(self.scorer.score(samples))
+            return openrlhf_reply(self.scorer.rewards(samples))
         groups = groups_by_key([group_key(prompt, sample.reference) for prompt, sample in zip(prompts, samples)])
         _check_groups(groups, self.groupwise.schedule)
-        return openrlhf_reply(self.scorer.score_groups(samples, groups, self.groupwise))
+        return openrlhf_reply(self.scorer.groupwise_rewards(samples, groups, self.groupwise))
 
 
 def _check_groups(groups: list[list[int]], schedule: str | None) -> None:
@@ -227,34 +219,43 @@ def make_reward_func(
     on_error: OnError | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
     rubric_column: str = RUBRIC_COLUMN,
-    mode: Mode | str | None = None,
+    mode: ScoringMode | str | None = None,
     groupwise: bool = False,
     schedule: str | None = None,
     aggregation: str = "mean_win_probability",
 ) -> Callable[..., dict[str, Any]]:
-    """A `reward_func` for a --reward.remote_url file; options left None come from the environment.
-    mode: how G-Eval rubrics read the slot, e.g. Reasoning(256) or "reasoning:256". groupwise: judge
-    each sample against the samples of its prompt in the same call, with schedule and aggregation
-    as ScoreGroups takes them (see the module docstring for when a call holds whole groups).
+    """A `reward_func` for a --reward.remote_url file.
 
     A plain function, as every OpenRLHF version takes it: up to 0.9.0 OpenRLHF calls
     `ray.remote(reward_func)`, which refuses anything but a function or a class (Ray ships it
-    with cloudpickle); from 0.9.1 it calls it in a thread of each vLLM engine actor."""
-    reward = OpenRLHFReward(
-        SampleScorer.configure(server, rubrics, on_error, timeout, mode=mode), rubric_column,
-        _groupwise(groupwise, schedule, aggregation),
+    with cloudpickle); from 0.9.1 it calls it in a thread of each vLLM engine actor.
+
+    Args:
+        server, rubrics, on_error, timeout: as SampleScorer.configure takes them; left None,
+            from the environment (sample_rewards.py).
+        rubric_column: the label object's key holding a sample's own rubric.
+        mode: how G-Eval rubrics read the slot, e.g. Reasoning(256) or "reasoning:256".
+        groupwise: judge each sample against the samples of its prompt in the same call, with
+            schedule and aggregation as ScoreGroups takes them (see the module docstring for
+            when a call holds whole groups).
+
+    Returns:
+        reward_func(queries, prompts, labels) -> {"rewards", "scores", "extra_logs"} (openrlhf_reply).
+
+    Example:
+        reward_func = make_reward_func("judge:50051", {"summeval-coherence": 1})
+        reward_func([prompt + "A library will be built.<|im_end|>"], [prompt], ["The reference."])
+        # -> {"rewards": [0.71], "scores": [0.71], "extra_logs": {"geval_label_mass": [0.93], ...}}
+    """
+    reward = OpenRLHFReward.configure(
+        rubric_column, groupwise, schedule, aggregation,
+        server=server, rubrics=rubrics, on_error=on_error, timeout=timeout, mode=mode,
     )
 
     def reward_func(queries, prompts, labels=None, **kwargs) -> dict[str, Any]:
         return _logged(reward, queries, prompts, labels)
 
     return reward_func
-
-
-def _groupwise(groupwise: bool, schedule: str | None, aggregation: str) -> Groupwise | None:
-    if not groupwise and (schedule is not None or aggregation != "mean_win_probability"):
-        raise ValueError("schedule and aggregation choose how groups are judged: they need groupwise")
-    return Groupwise(schedule, aggregation) if groupwise else None
 
 
 def reward_func(queries, prompts, labels=None, **kwargs) -> dict[str, Any]:
@@ -273,144 +274,3 @@ def _logged(reward: OpenRLHFReward, queries, prompts, labels) -> dict[str, Any]:
         raise
 
 
-class _Answers:
-    """The bridge's answers by request body. OpenRLHF posts a request again (5 tries in all) when
-    an answer fails or its 180 s timeout runs out: an identical request still being scored waits
-    for the first one's answer, and one answered in the last ANSWER_TTL_S seconds gets that
-    answer, so a retry never scores again (a 503, the server unreachable, is not kept)."""
-
-    ANSWER_TTL_S = 120.0
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._answers: dict[bytes, tuple[float, Future]] = {}  # body digest -> (answered at, answer)
-
-    def answer(self, body: bytes, compute: Callable[[], tuple[int, dict]]) -> tuple[int, dict]:
-        key = hashlib.sha256(body).digest()
-        with self._lock:
-            now = time.monotonic()
-            for old in [k for k, (t, _) in self._answers.items() if t and now - t > self.ANSWER_TTL_S]:
-                del self._answers[old]
-            entry = self._answers.get(key)
-            first = entry is None
-            if first:
-                entry = self._answers[key] = (0.0, Future())
-        future = entry[1]
-        if not first:
-            return future.result()
-        try:
-            status, payload = compute()
-        except BaseException as error:
-            with self._lock:
-                del self._answers[key]
-            future.set_exception(error)
-            raise
-        with self._lock:
-            if status == 503:
-                del self._answers[key]
-            else:
-                self._answers[key] = (time.monotonic(), future)
-        future.set_result((status, payload))
-        return status, payload
-
-
-class _Handler(BaseHTTPRequestHandler):
-    reward: OpenRLHFReward  # set on the subclass made by serve()
-    answers: _Answers
-
-    def do_POST(self) -> None:  # noqa: N802 - the name http.server dispatches to
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        self._reply(*self.answers.answer(body, lambda: self._score(body)))
-
-    def _score(self, body: bytes) -> tuple[int, dict]:
-        try:
-            request = json.loads(body or b"{}")
-            if not isinstance(request, dict) or "query" not in request or "prompts" not in request:
-                raise ValueError('expected a JSON object with "query" and "prompts" lists (and "labels")')
-            return 200, self.reward(request["query"], request["prompts"], request.get("labels"))
-        except (ValueError, TypeError) as error:
-            log.error("400: %s", error)
-            return 400, {"error": str(error)}
-        except ItemNotScored as error:
-            log.error("422: %s", error)
-            return 422, {"error": str(error)}
-        except RewardServerError as error:
-            log.error("503: %s", error)
-            return 503, {"error": str(error)}
-
-    def _reply(self, status: int, payload: dict) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug(format, *args)
-
-
-def serve(reward: OpenRLHFReward, host: str, port: int) -> ThreadingHTTPServer:
-    """An HTTP server answering OpenRLHF's reward requests on every path; call serve_forever()."""
-    handler = type("OpenRLHFHandler", (_Handler,), {"reward": reward, "answers": _Answers()})
-    return ThreadingHTTPServer((host, port), handler)
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m geval_client.openrlhf",
-        description="Serve OpenRLHF's --remote_rm_url JSON protocol in front of a G-Eval reward server.",
-    )
-    parser.add_argument("--server", help="the gRPC reward server, host:port (default: $GEVAL_REWARD_SERVER)")
-    parser.add_argument("--rubric", action="append", default=[], metavar="NAME[:WEIGHT]",
-                        help="repeatable; default: $GEVAL_REWARD_RUBRICS, else the server's default rubric")
-    parser.add_argument("--on-error", help="'min' (default) or a number: the reward of a completion the "
-                        "server cannot score because of the completion")
-    parser.add_argument("--rubric-column", default=RUBRIC_COLUMN, metavar="KEY",
-                        help="the label object's key holding a sample's own rubric (default: %(default)s)")
-    parser.add_argument("--auth-token-file", help="the server's bearer token (default: $GEVAL_REWARD_AUTH_TOKEN)")
-    parser.add_argument("--timeout", type=float, default=BRIDGE_TIMEOUT_S,
-                        help="deadline of one scoring call, seconds (default: %(default)s)")
-    parser.add_argument("--wait-for-server", type=float, default=BRIDGE_WAIT_S, metavar="SECONDS",
-                        help="how long to keep calling a server that is down or shedding load (default: %(default)s); "
-                        f"with --timeout, under OpenRLHF's {OPENRLHF_HTTP_TIMEOUT_S:.0f} s HTTP timeout")
-    parser.add_argument("--mode", help="how G-Eval rubrics read the score slot: logprobs, sampling:N or "
-                        "reasoning:MAX_TOKENS (default: $GEVAL_REWARD_MODE, else logprobs)")
-    parser.add_argument("--groupwise", action="store_true",
-                        help="judge each sample against the samples of the same request with its prompt and "
-                        "reference (ScoreGroups); needs OpenRLHF 0.8.x-0.9.0, which sends whole rollout batches")
-    parser.add_argument("--schedule", help="with --groupwise: all_pairs, neighbours or anchor (default: all pairs "
-                        "up to 8 samples, neighbours beyond)")
-    parser.add_argument("--aggregation", default="mean_win_probability",
-                        help="with --groupwise: mean_win_probability (default) or bradley_terry")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=5000)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        on_error = None if args.on_error is None else args.on_error if args.on_error == "min" else float(args.on_error)
-        scorer = SampleScorer.configure(
-            server=args.server, rubrics=rubrics_from_text(",".join(args.rubric)) or None, on_error=on_error,
-            timeout=args.timeout, token=read_token(args.auth_token_file), mode=args.mode,
-            wait_for_server_s=args.wait_for_server,
-        )
-        reward = OpenRLHFReward(scorer, args.rubric_column, _groupwise(args.groupwise, args.schedule, args.aggregation))
-    except (ValueError, OSError) as error:
-        parser.error(str(error))
-    if args.timeout + args.wait_for_server >= OPENRLHF_HTTP_TIMEOUT_S:
-        log.warning("--timeout + --wait-for-server = %.0f s: OpenRLHF gives up on a request after %.0f s and "
-                    "posts it again", args.timeout + args.wait_for_server, OPENRLHF_HTTP_TIMEOUT_S)
-    server = serve(reward, args.host, args.port)
-    host, port = server.server_address[:2]
-    print(f"geval-openrlhf: serving OpenRLHF's reward protocol on http://{host}:{port}/get_reward "
-          f"for {scorer.server}{' (groupwise)' if args.groupwise else ''}", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

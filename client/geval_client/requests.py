@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .pb import reward_pb2
-from .types import Logprobs, Mode, apply_mode
+from .types import Logprobs, ScoringMode, apply_mode
 
 Prompt = str | Sequence[Mapping[str, str]]
 Rubric = str | Mapping[str, Any]  # a served name, or a rubric dict
@@ -99,7 +99,9 @@ def _choice(rubric: Rubric, weight: float | None = None) -> reward_pb2.RubricSel
     return choice
 
 
-def score_request(items: Sequence[Any], rubrics: Rubrics = None, mode: Mode = Logprobs()) -> reward_pb2.ScoreRequest:
+def score_request(
+    items: Sequence[Any], rubrics: Rubrics = None, mode: ScoringMode = Logprobs()
+) -> reward_pb2.ScoreRequest:
     """The request for items, scored with rubrics in mode (how G-Eval rubrics read the slot)."""
     request = reward_pb2.ScoreRequest(items=[as_item(item) for item in items], rubrics=rubric_selection(rubrics))
     apply_mode(request, mode)

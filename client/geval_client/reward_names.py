@@ -48,3 +48,11 @@ def _other_holder(name: str, scoring: Hashable) -> str | None:
     if holder is None or holder._scoring() == scoring:  # type: ignore[attr-defined]
         return None
     return repr(holder)
+
+
+def rubrics_key(rubrics: Rubrics) -> tuple:
+    """The rubrics and their weights as a value to compare: part of a reward's scoring."""
+    return tuple(
+        (s.name or s.spec.SerializeToString(deterministic=True), s.weight if s.HasField("weight") else 1.0)
+        for s in rubric_selection(rubrics)
+    )

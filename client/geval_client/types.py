@@ -36,12 +36,12 @@ class Reasoning:
     temperature: float = 0.0
 
 
-Mode = Logprobs | Sampling | Reasoning
+ScoringMode = Logprobs | Sampling | Reasoning  # the proto enum's name
 _MODE_NAMES = {reward_pb2.SCORING_MODE_LOGPROBS: "logprobs", reward_pb2.SCORING_MODE_SAMPLING: "sampling",
                reward_pb2.SCORING_MODE_REASONING: "reasoning"}
 
 
-def mode_from_text(text: str) -> Mode:
+def mode_from_text(text: str) -> ScoringMode:
     """"logprobs", "sampling", "sampling:N", "reasoning" or "reasoning:MAX_TOKENS" (an
     environment variable, a command line) -> the mode."""
     name, _, number = text.strip().partition(":")
@@ -53,7 +53,7 @@ def mode_from_text(text: str) -> Mode:
     raise ValueError(f"mode: expected logprobs, sampling[:N] or reasoning[:MAX_TOKENS], got {text!r}")
 
 
-def apply_mode(request: reward_pb2.ScoreRequest, mode: Mode) -> None:
+def apply_mode(request: reward_pb2.ScoreRequest, mode: ScoringMode) -> None:
     """Sets the request's mode fields."""
     if isinstance(mode, Sampling):
         request.mode = reward_pb2.SCORING_MODE_SAMPLING
@@ -137,7 +137,7 @@ class ItemResult:
     reward: float  # weighted mean of the scorers' rewards; 0.0 when error is set
     scores: list[RubricScore] = field(default_factory=list)
     error: ItemError | None = None  # set when this item alone could not be scored
-    score_claims_removed: int = 0  # claims such as `Coherence: 5` blanked before the judge read it
+    score_claims_removed: int = 0  # claims such as `Coherence: 5` removed before the judge read it
     masked_read_lowered: bool = False  # the read with numerals masked was lower and set the reward
     plain_reward: float = 0.0  # the reward before that bound; equal to reward unless masked_read_lowered
 

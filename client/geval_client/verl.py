@@ -53,8 +53,9 @@ from .failures import OnError
 from .groups import group_key, groups_by_key, nobody_to_compare
 from .requests import Rubrics, rubric_selection
 from .row_rubrics import row_rubrics
-from .sample_rewards import Groupwise, Sample, SampleReward, SampleScorer, reference_text
-from .types import Mode
+from .sample_rewards import SampleScorer, reference_text
+from .scoring import Groupwise, Sample, SampleReward
+from .types import ScoringMode
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ def _options(
     prompt_key: str = PROMPT_KEY,
     rubric_column: str = RUBRIC_COLUMN,
     timeout: float = DEFAULT_TIMEOUT_S,
-    mode: Mode | str | None = None,
+    mode: ScoringMode | str | None = None,
     rubric_keys: bool = False,
     wait_for_server_s: float | None = None,
     **framework_kwargs: Any,
@@ -114,7 +115,7 @@ def compute_score(
     -> {"score": 0.71, "label_mass": 0.93, "failed": 0.0, "score_claims_removed": 0.0}"""
     opts = _options(**options)
     sample = _sample(solution_str, ground_truth, extra_info, opts, 0)
-    return _reply(opts.scorer.score([sample])[0], opts)
+    return _reply(opts.scorer.rewards([sample])[0], opts)
 
 
 async def compute_score_async(
@@ -124,7 +125,7 @@ async def compute_score_async(
     """compute_score as a coroutine, for the reward loop's managers."""
     opts = _options(**options)
     sample = _sample(solution_str, ground_truth, extra_info, opts, 0)
-    return _reply((await opts.scorer.score_async([sample]))[0], opts)
+    return _reply((await opts.scorer.rewards_async([sample]))[0], opts)
 
 
 def compute_score_batch(
@@ -134,7 +135,7 @@ def compute_score_batch(
     """The legacy batch manager's form: one dict per sample, one Score call for all."""
     opts = _options(**options)
     samples = _batch_samples(solution_strs, ground_truths, extra_infos, opts)
-    return [_reply(reward, opts) for reward in opts.scorer.score(samples)]
+    return [_reply(reward, opts) for reward in opts.scorer.rewards(samples)]
 
 
 def compute_score_batch_groupwise(
@@ -145,7 +146,7 @@ def compute_score_batch_groupwise(
     """The legacy batch manager's groupwise form: one ScoreGroups call for the batch, each sample
     judged against the samples with the same extra_info[prompt_key] and ground_truth; one dict per
     sample, in batch order, with compute_score_batch's keys. schedule, aggregation: as ScoreGroups
-    takes them (sample_rewards.Groupwise). A sample alone with its prompt gets 0.5, the server's
+    takes them (scoring.Groupwise). A sample alone with its prompt gets 0.5, the server's
     reward for a completion compared with nobody.
 
     Example: compute_score_batch_groupwise(["d"] * 4, ["A.", "B.", "C.", "D."], ["R1", "R2", "R1", "R2"],
@@ -164,7 +165,7 @@ def compute_score_batch_groupwise(
             "actor_rollout_ref.rollout.n >= 2 (validation: rollout.val_kwargs.n), or schedule='anchor'",
             len(samples),
         )
-    return [_reply(reward, opts) for reward in opts.scorer.score_groups(samples, groups, groupwise)]
+    return [_reply(reward, opts) for reward in opts.scorer.groupwise_rewards(samples, groups, groupwise)]
 
 
 def compute_score_prime(
@@ -175,7 +176,7 @@ def compute_score_prime(
     prime runs it in a pool of processes, each with its own connection to the server."""
     try:
         opts = _options(**options)
-        return opts.scorer.score([_sample(solution_str, ground_truth, extra_info, opts, 0)])[0].reward
+        return opts.scorer.rewards([_sample(solution_str, ground_truth, extra_info, opts, 0)])[0].reward
     except Exception as error:
         raise _aborted("compute_score_prime", error) from error
 

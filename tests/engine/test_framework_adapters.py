@@ -37,7 +37,7 @@ REFERENCE = "A library will be built on the old bus depot site."
 
 # The README's snippets: files a framework loads, and the bridge's command line.
 OPENRLHF_FILE = snippet("python", "geval_client.openrlhf")
-OPENRLHF_BRIDGE = snippet("bash", "-m geval_client.openrlhf")
+OPENRLHF_BRIDGE = snippet("bash", "-m geval_client.openrlhf_bridge")
 VERL_OVERRIDES = snippet("bash", "pkg://geval_client.verl")
 OPENRLHF_ENV_FILE = "from geval_client.openrlhf import reward_func  # noqa: F401\n"
 
@@ -78,7 +78,7 @@ def load_like_openrlhf(path: pathlib.Path):
 def bridge(server_address):
     """The HTTP bridge, as the README's line starts it (on a free port); yields its URL."""
     command = shlex.split(with_server(OPENRLHF_BRIDGE, server_address))
-    assert command[:3] == ["python", "-m", "geval_client.openrlhf"] and command[-2:] == ["--port", "5000"]
+    assert command[:3] == ["python", "-m", "geval_client.openrlhf_bridge"] and command[-2:] == ["--port", "5000"]
     process = subprocess.Popen(
         [sys.executable, *command[1:-1], "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )

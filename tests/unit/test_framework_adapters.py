@@ -15,10 +15,11 @@ from concurrent import futures
 from functools import partial
 
 import pytest
-from geval_client import openrlhf, verl
+from geval_client import openrlhf, openrlhf_bridge, verl
 from geval_client.errors import ItemNotScored
 from geval_client.pb import reward_pb2, reward_pb2_grpc
-from geval_client.sample_rewards import Groupwise, SampleScorer, rubrics_from_text
+from geval_client.sample_rewards import SampleScorer, rubrics_from_text
+from geval_client.scoring import Groupwise
 
 from tests.unit.fakes import serve_in_process
 
@@ -134,7 +135,7 @@ def test_make_reward_func_is_a_plain_function_that_ray_can_ship(judge):
 
 
 def test_the_bridge_answers_a_retried_request_without_scoring_it_again():
-    answers, calls, release = openrlhf._Answers(), [], threading.Event()
+    answers, calls, release = openrlhf_bridge._Answers(), [], threading.Event()
 
     def compute():
         calls.append(1)

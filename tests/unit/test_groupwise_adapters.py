@@ -15,12 +15,13 @@ from collections import defaultdict
 from functools import partial
 
 import pytest
-from geval_client import openrlhf, verl
+from geval_client import openrlhf, openrlhf_bridge, verl
 from geval_client.errors import ItemNotScored
 from geval_client.groups import groups_by_key
 from geval_client.pb import reward_pb2, reward_pb2_grpc
-from geval_client.sample_rewards import Groupwise, SampleScorer
-from geval_client.trl_group_reward import find_groups
+from geval_client.sample_rewards import SampleScorer
+from geval_client.scoring import Groupwise
+from geval_client.trl import find_groups
 
 from tests.unit.fakes import serve_in_process
 
@@ -345,7 +346,7 @@ def test_the_bridge_groups_a_reordered_batch(judge):
     server holding its share of the batch, so with one server the whole batch, in the order
     make_experience gives it (with --use_dynamic_batch, regrouped by length)."""
     scorer = SampleScorer.configure(judge.address, "a")
-    server = openrlhf.serve(openrlhf.OpenRLHFReward(scorer, groupwise=Groupwise()), "127.0.0.1", 0)
+    server = openrlhf_bridge.serve(openrlhf.OpenRLHFReward(scorer, groupwise=Groupwise()), "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{server.server_address[1]}/get_reward"
@@ -373,6 +374,6 @@ def _post(url, payload):
 
 def test_the_bridge_takes_groupwise_flags(judge):
     with pytest.raises(SystemExit):
-        openrlhf.main(["--server", judge.address, "--schedule", "anchor", "--port", "0"])
+        openrlhf_bridge.main(["--server", judge.address, "--schedule", "anchor", "--port", "0"])
     with pytest.raises(SystemExit):
-        openrlhf.main(["--server", judge.address, "--groupwise", "--schedule", "bogus", "--port", "0"])
+        openrlhf_bridge.main(["--server", judge.address, "--groupwise", "--schedule", "bogus", "--port", "0"])

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from geval_client.diagnostics import average_ranks, batch_metrics, spearman
 from geval_client.pb import reward_pb2
-from geval_client.reward_batch import build_batch, completion_text, judge_prompt, rewards_of
+from geval_client.trainer_text import completion_text, judge_prompt
+from geval_client.trl_batch import build_batch, rewards_of
 from geval_client.types import item_result
 from scipy.stats import spearmanr
 
@@ -19,7 +20,7 @@ from scipy.stats import spearmanr
 def test_importing_the_client_loads_no_torch_vllm_or_trl():
     code = (
         "import sys, geval_client\n"
-        "from geval_client import GEvalReward, AsyncGEvalReward, openrlhf, verl\n"
+        "from geval_client import GEvalReward, AsyncGEvalReward, openrlhf, openrlhf_bridge, verl\n"
         "heavy = ('torch', 'vllm', 'trl', 'transformers', 'openrlhf', 'verl', 'ray')\n"
         "print(sorted(m for m in heavy if m in sys.modules))"
     )

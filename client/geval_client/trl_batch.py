@@ -19,6 +19,7 @@ from typing import Any
 from .pb import reward_pb2
 from .requests import make_item
 from .row_rubrics import column_row, row_rubrics
+from .trainer_text import completion_text, judge_prompt
 from .types import ItemResult
 
 
@@ -45,15 +46,15 @@ def build_batch(
     """columns: TRL's other keyword arguments (one list per dataset column)."""
     if len(prompts) != len(completions):
         raise ValueError(f"got {len(prompts)} prompts but {len(completions)} completions")
-    sources = _column(columns, source_column, len(prompts)) if source_column else prompts
+    sources = dataset_column(columns, source_column, len(prompts)) if source_column else prompts
     references = [None] * len(prompts)
     if reference_column:
-        column = _column(columns, reference_column, len(prompts))
+        column = dataset_column(columns, reference_column, len(prompts))
         references = [_reference(value, i, reference_column) for i, value in enumerate(column)]
     own_rubrics: list[list[reward_pb2.RubricSelection]] = [[] for _ in prompts]
     rubric_origins: list[str | None] = [None] * len(prompts)
     if rubric_column:
-        column = _column(columns, rubric_column, len(prompts))
+        column = dataset_column(columns, rubric_column, len(prompts))
         rubric_origins = [column_row(rubric_column, i) for i in range(len(prompts))]
         own_rubrics = [row_rubrics(value, origin) for value, origin in zip(column, rubric_origins)]
     rubric_keys = [tuple(s.SerializeToString(deterministic=True) for s in own) for own in own_rubrics]
@@ -90,33 +91,8 @@ def rewards_of(results: Sequence[ItemResult], completions: int) -> list[float | 
     return [result.reward if result.ok else None for result in results[:completions]]
 
 
-def judge_prompt(prompt: Any) -> str | list[dict[str, str]]:
-    """Text stays text; chat messages keep their roles, with content flattened to text."""
-    if isinstance(prompt, str):
-        return prompt
-    return [{"role": message["role"], "content": message_text(message.get("content"))} for message in prompt]
-
-
-def completion_text(completion: Any) -> str:
-    """A conversational completion is the text of its assistant messages."""
-    if isinstance(completion, str):
-        return completion
-    return "\n".join(
-        text for message in completion
-        if message.get("role") == "assistant" and (text := message_text(message.get("content")))
-    )
-
-
-def message_text(content: Any) -> str:
-    """Content is a string, or a list of blocks of which the text ones count."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    return "".join(block.get("text", "") for block in content if block.get("type") == "text")
-
-
-def _column(columns: Mapping[str, Any], name: str, rows: int) -> Sequence[Any]:
+def dataset_column(columns: Mapping[str, Any], name: str, rows: int) -> Sequence[Any]:
+    """The dataset column TRL passed as keyword `name`, one value per completion."""
     if name not in columns:
         available = sorted(k for k in columns if k not in ("trainer_state", "log_extra", "log_metric", "environments"))
         raise ValueError(f"column {name!r} is not in the dataset; columns passed by the trainer: {available}")

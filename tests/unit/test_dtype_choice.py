@@ -5,10 +5,8 @@ of the judge a reward's content hash names."""
 from __future__ import annotations
 
 import pytest
-from geval_server.engine import vllm_engine as engine_module
-from geval_server.engine.dtype import DtypeChoice, choose_cpu_dtype, cpu_dtype, native_bf16_flags
+from geval_server.engine.dtype import choose_cpu_dtype, cpu_dtype, native_bf16_flags
 from geval_server.engine.protocol import judge_identity
-from geval_server.engine.vllm_engine import VllmEngine
 
 from tests.unit.fakes import fake_judge
 
@@ -80,15 +78,6 @@ def test_unreadable_cpuinfo_is_float32(tmp_path):
     assert choice.dtype == "float32" and "could not be read" in choice.reason
     (tmp_path / "cpuinfo").write_text(EPYC_GENOA)
     assert cpu_dtype(tmp_path / "cpuinfo").dtype == "bfloat16"
-
-
-@pytest.mark.skipif(not engine_module.on_cpu(), reason="the choice is made on CPU only")
-def test_the_engine_takes_the_choice_unless_dtype_is_given(monkeypatch):
-    monkeypatch.setattr(engine_module, "cpu_dtype", lambda: DtypeChoice("bfloat16", "native (test)"))
-    chosen = VllmEngine("unused", {})
-    assert (chosen.settings["dtype"], chosen.dtype_reason) == ("bfloat16", "native (test)")
-    given = VllmEngine("unused", {"dtype": "float32"})
-    assert (given.settings["dtype"], given.dtype_reason) == ("float32", "--dtype float32 given")
 
 
 def test_the_number_format_is_part_of_every_content_hash(monkeypatch):

@@ -5,11 +5,14 @@ user field, and no field can close its boundary tag early."""
 import pytest
 from geval_audit.injections import POSITIONS, load_corpus
 from geval_server.defences.boundaries import BOUNDARY_TAGS, COMPLETION_TAG, escape_boundaries
+from geval_server.engine.tokenization import Tokenization
 from geval_server.scorers.base import JudgeInput
-from geval_server.scorers.geval.prompts import Tokenization, framing_text
+from geval_server.scorers.geval.prompts import framing_text
 from geval_server.scorers.geval.rubrics import load_rubrics
 from geval_server.scorers.geval.scorer import prepare_rubric
 from geval_server.scorers.geval.slot import LabelVocabulary
+
+pytestmark = pytest.mark.families
 
 FIELDS = ("prompt", "completion", "reference")
 # The issue's list plus other end-of-text spellings seen across chat templates.

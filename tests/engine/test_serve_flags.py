@@ -10,7 +10,8 @@ import sys
 
 import pytest
 from geval_server import cli
-from geval_server.engine.dtype import CPU_DTYPE_HELP
+from geval_server.engine import vllm_engine as engine_module
+from geval_server.engine.dtype import CPU_DTYPE_HELP, DtypeChoice
 from geval_server.engine.embedded_model import EMBEDDED_MODEL
 from geval_server.engine.vllm_engine import CPU_DEFAULTS, CPU_KV_CACHE_BYTES, VllmEngine, on_cpu
 
@@ -150,3 +151,12 @@ def test_a_negative_read_memo_size_is_an_error_naming_the_flag(capsys):
     with pytest.raises(SystemExit):
         cli._serve(["--read-memo-size", "-1"])
     assert "--read-memo-size: must be 0 or more, got -1" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not engine_module.on_cpu(), reason="the choice is made on CPU only")
+def test_the_engine_takes_the_choice_unless_dtype_is_given(monkeypatch):
+    monkeypatch.setattr(engine_module, "cpu_dtype", lambda: DtypeChoice("bfloat16", "native (test)"))
+    chosen = VllmEngine("unused", {})
+    assert (chosen.settings["dtype"], chosen.dtype_reason) == ("bfloat16", "native (test)")
+    given = VllmEngine("unused", {"dtype": "float32"})
+    assert (given.settings["dtype"], given.dtype_reason) == ("float32", "--dtype float32 given")

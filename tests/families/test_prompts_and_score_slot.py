@@ -13,6 +13,8 @@ from geval_server.scorers.geval.slot import LabelVocabulary, find_score_slot
 
 from tests.unit.fakes import SpaceDigitTokenizer
 
+pytestmark = pytest.mark.families
+
 
 @pytest.fixture(scope="module")
 def tokenization():

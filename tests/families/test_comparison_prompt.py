@@ -9,6 +9,8 @@ from geval_server.groupwise.prompt import ComparisonPrompt
 from geval_server.scorers.geval.rubrics import load_rubrics
 from geval_server.scorers.geval.slot import LabelVocabulary
 
+pytestmark = pytest.mark.families
+
 
 @pytest.fixture(scope="module")
 def tokenization():

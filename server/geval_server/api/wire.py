@@ -320,6 +320,9 @@ def validate_groups(
     if schedule is Schedule.LISTWISE and aggregation is Aggregation.BRADLEY_TERRY:
         raise RequestError("aggregation", "AGGREGATION_BRADLEY_TERRY is not read by SCHEDULE_LISTWISE, which "
                            "reads no pairs to fit; its reward is P(best) read from the whole group")
+    if schedule is Schedule.ANCHOR and aggregation is Aggregation.BRADLEY_TERRY:
+        raise RequestError("aggregation", "AGGREGATION_BRADLEY_TERRY is not read by SCHEDULE_ANCHOR, which "
+                           "compares each completion with the anchor only; its reward is P(it beats the anchor)")
     anchor = request.anchor if request.HasField("anchor") else None
     if anchor is not None and schedule is not Schedule.ANCHOR:
         raise RequestError("anchor", "is read only by SCHEDULE_ANCHOR")

@@ -213,6 +213,8 @@ class GroupResult:
     rubrics: list[GroupRubricResult]
     schedule: str  # "all_pairs", "neighbours", "anchor" or "listwise"
     error: ItemError | None = None  # the whole group could not be judged
+    # nothing was compared (fewer than two distinct completions could be): every reward is 0.5
+    alone: bool = False
 
     @property
     def ok(self) -> bool:
@@ -226,6 +228,7 @@ def group_result(wire: reward_pb2.GroupResult) -> GroupResult:
         rubrics=[_group_rubric(r, len(wire.completions)) for r in wire.rubrics],
         schedule=reward_pb2.Schedule.Name(wire.schedule).removeprefix("SCHEDULE_").lower(),
         error=_error(wire),
+        alone=wire.alone,
     )
 
 

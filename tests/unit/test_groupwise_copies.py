@@ -116,3 +116,22 @@ def test_a_failed_read_fails_every_copy(tokenization, vocabulary):
     (result,) = _judge(Broken(tokenization), tokenization, vocabulary, [Group("An article.", GROUP)],
                        Schedule.ALL_PAIRS)
     assert [i for i, failure in enumerate(result.member_failures) if failure is not None] == [0, 1, 3, 5, 6]
+
+
+@pytest.mark.parametrize("schedule", [Schedule.ALL_PAIRS, Schedule.NEIGHBOURS, Schedule.LISTWISE, None])
+def test_a_lone_completion_is_reported_as_alone(tokenization, vocabulary, schedule):
+    groups = [Group("An article.", ["Fine summary."]), Group("An article.", ["Weak."] * 3),
+              Group("An article.", ["Weak.", "", "  "]), Group("An article.", ["Weak.", "Fine summary."])]
+    engine = StrengthEngine(tokenization)
+    one, copies, others_failed, pair = _judge(engine, tokenization, vocabulary, groups, schedule)
+    for result in (one, copies, others_failed):
+        assert result.alone and result.engine_reads == 0 and result.prompt_tokens == 0
+        assert result.rewards[0] == 0.5 and result.per_rubric[0].outcome.position_consistency is None
+    assert copies.rewards == [0.5] * 3 and others_failed.member_failures[1].field == "groups[2].completions[1]"
+    assert not pair.alone and pair.engine_reads == 2
+
+
+def test_against_an_anchor_a_lone_completion_is_not_alone(tokenization, vocabulary):
+    (result,) = _judge(StrengthEngine(tokenization), tokenization, vocabulary,
+                       [Group("An article.", ["Weak."], anchor="An anchor text.")], Schedule.ANCHOR)
+    assert not result.alone and result.engine_reads == 2 and result.rewards[0] < 0.5

@@ -3,7 +3,9 @@ field, and a group's result carries what judging it cost and whether it was alon
 
 import pytest
 from geval_client.pb import reward_pb2
-from geval_server.api.wire import RequestError, validate_groups
+from geval_client.types import group_result as client_group_result
+from geval_server.api.wire import RequestError, group_result, validate_groups
+from geval_server.groupwise.judge import GroupResult
 from geval_server.groupwise.plan import Schedule
 from geval_server.groupwise.win_matrix import Aggregation
 
@@ -26,3 +28,12 @@ def test_anchor_with_bradley_terry_is_refused_naming_aggregation():
         valid = validate_groups(_request(schedule=schedule, aggregation=reward_pb2.AGGREGATION_BRADLEY_TERRY),
                                 SERVED, "summeval-coherence")
         assert valid.aggregation is Aggregation.BRADLEY_TERRY
+
+
+def test_alone_reaches_the_client():
+    result = GroupResult(rewards=[0.5], member_failures=[None], schedule=Schedule.ALL_PAIRS,
+                         score_claims_removed=[0], alone=True)
+    typed = client_group_result(group_result("g", result))
+    assert typed.alone and typed.completions[0].reward == 0.5 and typed.schedule == "all_pairs"
+    result.alone = False
+    assert not client_group_result(group_result("g", result)).alone

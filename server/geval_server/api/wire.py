@@ -407,6 +407,7 @@ def group_result(group_id: str, result: GroupResult) -> reward_pb2.GroupResult:
         wire.error.CopyFrom(_error(result.failure))
         return wire
     wire.schedule = _SCHEDULES_WIRE[result.schedule]
+    wire.alone = result.alone
     for i, reward in enumerate(result.rewards):
         completion = wire.completions.add(score_claims_removed=result.score_claims_removed[i])
         failure = result.member_failures[i]

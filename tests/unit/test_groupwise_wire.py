@@ -30,10 +30,11 @@ def test_anchor_with_bradley_terry_is_refused_naming_aggregation():
         assert valid.aggregation is Aggregation.BRADLEY_TERRY
 
 
-def test_alone_reaches_the_client():
+def test_alone_and_the_cost_reach_the_client():
     result = GroupResult(rewards=[0.5], member_failures=[None], schedule=Schedule.ALL_PAIRS,
                          score_claims_removed=[0], alone=True)
     typed = client_group_result(group_result("g", result))
     assert typed.alone and typed.completions[0].reward == 0.5 and typed.schedule == "all_pairs"
-    result.alone = False
-    assert not client_group_result(group_result("g", result)).alone
+    result.alone, result.engine_reads, result.prompt_tokens = False, 12, 3456
+    typed = client_group_result(group_result("g", result))
+    assert not typed.alone and (typed.engine_reads, typed.prompt_tokens) == (12, 3456)

@@ -408,6 +408,7 @@ def group_result(group_id: str, result: GroupResult) -> reward_pb2.GroupResult:
         return wire
     wire.schedule = _SCHEDULES_WIRE[result.schedule]
     wire.alone = result.alone
+    wire.engine_reads, wire.prompt_tokens = result.engine_reads, result.prompt_tokens
     for i, reward in enumerate(result.rewards):
         completion = wire.completions.add(score_claims_removed=result.score_claims_removed[i])
         failure = result.member_failures[i]

@@ -213,6 +213,12 @@ class GroupResult:
     rubrics: list[GroupRubricResult]
     schedule: str  # "all_pairs", "neighbours", "anchor" or "listwise"
     error: ItemError | None = None  # the whole group could not be judged
+    # nothing was compared (fewer than two distinct completions could be): every reward is 0.5
+    alone: bool = False
+    # what judging it read, over its rubrics: slot reads (one per distinct prompt) and their
+    # prompts' tokens; a read two groups of one call share counts for each
+    engine_reads: int = 0
+    prompt_tokens: int = 0
 
     @property
     def ok(self) -> bool:
@@ -226,6 +232,7 @@ def group_result(wire: reward_pb2.GroupResult) -> GroupResult:
         rubrics=[_group_rubric(r, len(wire.completions)) for r in wire.rubrics],
         schedule=reward_pb2.Schedule.Name(wire.schedule).removeprefix("SCHEDULE_").lower(),
         error=_error(wire),
+        alone=wire.alone, engine_reads=wire.engine_reads, prompt_tokens=wire.prompt_tokens,
     )
 
 

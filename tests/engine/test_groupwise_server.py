@@ -35,6 +35,8 @@ def test_reordering_a_group_moves_no_reward(client):
     (again,) = client.score_groups([{"prompt": ARTICLE, "completions": [SUMMARIES[i] for i in order]}],
                                    rubrics="summeval-coherence")
     assert first.schedule == again.schedule == "all_pairs"  # the default up to 8 completions
+    n = len(SUMMARIES)
+    assert first.engine_reads == again.engine_reads == n * (n - 1) and first.prompt_tokens > 0 and not first.alone
     for k, i in enumerate(order):
         assert again.completions[k].reward == first.completions[i].reward
     rubric = first.rubrics[0]
@@ -60,6 +62,11 @@ def test_identical_completions_get_identical_rewards(client):
         rewards = [c.reward for c in group.completions]
         assert rewards[0] == rewards[2]
         assert group.rubrics[0].win_matrix[0][2] == pytest.approx(0.5, abs=1e-12)
+        # neighbours k=1 gave copies different neighbours in the cycle, and different rewards
+        copies = [SUMMARIES[0], SUMMARIES[1], SUMMARIES[0], SUMMARIES[2], SUMMARIES[3]]
+        (cycle,) = client.score_groups([{"prompt": ARTICLE, "completions": copies}], rubrics="summeval-coherence",
+                                       aggregation=aggregation, schedule="neighbours", neighbours=1)
+        assert cycle.completions[0].reward == cycle.completions[2].reward and cycle.engine_reads == 2 * 4
 
 
 def test_a_group_of_one_a_failed_member_and_a_failed_group(client):
@@ -69,6 +76,7 @@ def test_a_group_of_one_a_failed_member_and_a_failed_group(client):
         {"prompt": "", "completions": SUMMARIES[:2]},
     ])
     assert alone.completions[0].reward == 0.5 and alone.rubrics[0].position_consistency is None
+    assert alone.alone and alone.engine_reads == 0 and not with_empty.alone and with_empty.engine_reads == 2
     assert with_empty.completions[1].error.field == "groups[1].completions[1]"
     assert with_empty.completions[0].ok and with_empty.completions[2].ok
     assert with_empty.completions[0].reward + with_empty.completions[2].reward == pytest.approx(1.0)

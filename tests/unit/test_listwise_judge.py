@@ -128,7 +128,8 @@ def test_a_list_that_does_not_fit_fails_the_group_and_a_long_member_fails_alone(
     engine = ListReadingEngine(tokenization)
     engine.max_model_len = prompt.fixed_tokens(shared, 4) + sum(lengths)  # one token short of the list
     (group,) = _judge(engine, tokenization, vocabulary, [Group("An article.", TEXTS)])
-    assert group.failure.field == "groups[0].completions" and "the list of its 4 completions" in group.failure.message
+    assert group.failure.field == "groups[0].completions"
+    assert "the list of its 4 distinct completions" in group.failure.message
     long = "A summary that goes on. " * 20
     engine.max_model_len = prompt.fixed_tokens(shared) + 2 * len(prompt.response(long))  # a pair of it does not fit
     (group,) = _judge(engine, tokenization, vocabulary, [Group("An article.", [*TEXTS[:3], long])])

@@ -327,18 +327,24 @@ class GroupRubricResult(_message.Message):
     def __init__(self, rubric: _Optional[str] = ..., content_hash: _Optional[str] = ..., rewards: _Optional[_Iterable[float]] = ..., win_matrix: _Optional[_Iterable[float]] = ..., position_consistency: _Optional[float] = ..., first_position_preference: _Optional[float] = ..., label_mass: _Optional[float] = ..., win_entropy: _Optional[float] = ...) -> None: ...
 
 class GroupResult(_message.Message):
-    __slots__ = ("id", "completions", "rubrics", "schedule", "error")
+    __slots__ = ("id", "completions", "rubrics", "schedule", "error", "alone", "engine_reads", "prompt_tokens")
     ID_FIELD_NUMBER: _ClassVar[int]
     COMPLETIONS_FIELD_NUMBER: _ClassVar[int]
     RUBRICS_FIELD_NUMBER: _ClassVar[int]
     SCHEDULE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    ALONE_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_READS_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     id: str
     completions: _containers.RepeatedCompositeFieldContainer[CompletionResult]
     rubrics: _containers.RepeatedCompositeFieldContainer[GroupRubricResult]
     schedule: Schedule
     error: ItemError
-    def __init__(self, id: _Optional[str] = ..., completions: _Optional[_Iterable[_Union[CompletionResult, _Mapping]]] = ..., rubrics: _Optional[_Iterable[_Union[GroupRubricResult, _Mapping]]] = ..., schedule: _Optional[_Union[Schedule, str]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ...) -> None: ...
+    alone: bool
+    engine_reads: int
+    prompt_tokens: int
+    def __init__(self, id: _Optional[str] = ..., completions: _Optional[_Iterable[_Union[CompletionResult, _Mapping]]] = ..., rubrics: _Optional[_Iterable[_Union[GroupRubricResult, _Mapping]]] = ..., schedule: _Optional[_Union[Schedule, str]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ..., alone: _Optional[bool] = ..., engine_reads: _Optional[int] = ..., prompt_tokens: _Optional[int] = ...) -> None: ...
 
 class ScoreGroupsResponse(_message.Message):
     __slots__ = ("results", "judge_model")

@@ -320,6 +320,9 @@ def validate_groups(
     if schedule is Schedule.LISTWISE and aggregation is Aggregation.BRADLEY_TERRY:
         raise RequestError("aggregation", "AGGREGATION_BRADLEY_TERRY is not read by SCHEDULE_LISTWISE, which "
                            "reads no pairs to fit; its reward is P(best) read from the whole group")
+    if schedule is Schedule.ANCHOR and aggregation is Aggregation.BRADLEY_TERRY:
+        raise RequestError("aggregation", "AGGREGATION_BRADLEY_TERRY is not read by SCHEDULE_ANCHOR, which "
+                           "compares each completion with the anchor only; its reward is P(it beats the anchor)")
     anchor = request.anchor if request.HasField("anchor") else None
     if anchor is not None and schedule is not Schedule.ANCHOR:
         raise RequestError("anchor", "is read only by SCHEDULE_ANCHOR")
@@ -404,6 +407,8 @@ def group_result(group_id: str, result: GroupResult) -> reward_pb2.GroupResult:
         wire.error.CopyFrom(_error(result.failure))
         return wire
     wire.schedule = _SCHEDULES_WIRE[result.schedule]
+    wire.alone = result.alone
+    wire.engine_reads, wire.prompt_tokens = result.engine_reads, result.prompt_tokens
     for i, reward in enumerate(result.rewards):
         completion = wire.completions.add(score_claims_removed=result.score_claims_removed[i])
         failure = result.member_failures[i]

@@ -1,5 +1,5 @@
 """Judges a group (one prompt's completions) within itself: pairs chosen by a schedule
-(group_plan.py), each pair read in both orders as a comparison prompt (comparison_prompt.py),
+(plan.py), each pair read in both orders as a comparison prompt (prompt.py),
 or the whole group listed once per cyclic shift; the exact probabilities of the verdict
 letters read at the verdict slot, and one reward per completion (win_matrix.py). All reads
 of a call are in flight together, in token order, so prompts that share the rubric, the
@@ -9,6 +9,10 @@ Completions are judged with score claims removed, as the pointwise read does. A 
 that cannot be compared (empty, or too long for the judge's context next to a peer of its
 own length) fails alone; the others are compared among themselves. A list that still does
 not fit the context, or a group larger than the letters the judge reads, fails the group.
+
+Copies of one text (after score-claim removal) are judged once, through a representative
+(plan.distinct), and each copy takes its reward: copies get identical rewards under every
+schedule, and a group's reads depend on its distinct texts only.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from dataclasses import dataclass, field
 from geval_server.defences.chain import Defences
 from geval_server.engine.protocol import JudgeEngine
 from geval_server.engine.tokenization import Tokenization
-from geval_server.groupwise.plan import Group, Schedule, cyclic_shifts, default_schedule, pairs
+from geval_server.groupwise.plan import Group, Schedule, cyclic_shifts, default_schedule, distinct, pairs
 from geval_server.groupwise.prompt import LETTERS, PAIR, ComparisonPrompt, GroupInput
 from geval_server.groupwise.win_matrix import (
     Aggregation,
@@ -64,6 +68,13 @@ class GroupResult:
     schedule: Schedule | None = None
     failure: ItemFailure | None = None
     score_claims_removed: list[int] = field(default_factory=list)
+    # nothing was read: fewer than two distinct completions could be compared (a group of
+    # one, copies of one text, or every other member failed), so every reward is 0.5
+    alone: bool = False
+    # what judging it read, over all rubrics: one read per prompt, whatever else in the
+    # call needed the same prompt (a read that two groups share counts for each)
+    engine_reads: int = 0
+    prompt_tokens: int = 0
 
 
 class GroupJudge:
@@ -96,7 +107,7 @@ class GroupJudge:
                 result.failure = group
                 continue
             texts, result.score_claims_removed = _removed(group, defences)
-            result.schedule = request.schedule or default_schedule(len(texts))
+            result.schedule = request.schedule or default_schedule(len(set(texts)))
             result.member_failures = [None] * len(texts)
             try:
                 own = [self._plan(index, group, texts, rubric, request.neighbours, result)
@@ -105,6 +116,9 @@ class GroupJudge:
                 result.failure = failure
                 continue
             plans += own
+            own_reads = {(plan.rubric, *key) for plan in own for key in plan.prompts()}
+            result.engine_reads, result.prompt_tokens = len(own_reads), sum(len(ids) for _, _, ids in own_reads)
+            result.alone = not own_reads and any(failure is None for failure in result.member_failures)
         wanted = sorted({(plan.rubric, *key) for plan in plans for key in plan.prompts()}, key=lambda key: key[2])
         answers = await asyncio.gather(*(self._read(*key) for key in wanted), return_exceptions=True)
         read = dict(zip(wanted, answers))
@@ -121,8 +135,6 @@ class GroupJudge:
               result: GroupResult) -> _RubricPlan | _ListPlan:
         prompt = self.prompt_for(rubric)
         listwise = result.schedule is Schedule.LISTWISE
-        if listwise:
-            _check_listable(index, len(texts), prompt)
         shared = prompt.shared(group.prompt, group.reference)
         responses = [tuple(prompt.response(text)) for text in texts]
         limit = self._engine.max_model_len - 1
@@ -150,30 +162,36 @@ class GroupJudge:
                     result.member_failures[i] = ItemFailure(
                         "INVALID_ARGUMENT", f"{where}: this completion and the anchor do not fit the judge's "
                         f"context of {self._engine.max_model_len} tokens", where)
-                    continue
+            members = [i for i in members if result.member_failures[i] is None]
+        plan.copies = distinct(texts, members)
+        if plan.anchored:
+            for i in plan.copies:
                 plan.pairs[i] = (prompt.listing(shared, (responses[i], anchor)),
                                  prompt.listing(shared, (anchor, responses[i])))
         else:
-            for i, j in pairs(texts, members, result.schedule, neighbours):
+            for i, j in pairs(texts, list(plan.copies), result.schedule, neighbours):
                 plan.pairs[(i, j)] = (prompt.listing(shared, (responses[i], responses[j])),
                                       prompt.listing(shared, (responses[j], responses[i])))
         return plan
 
     def _list_plan(self, index: int, texts: list[str], rubric: Rubric, shared: GroupInput,
                    responses: list[tuple[int, ...]], members: list[int], result: GroupResult) -> _ListPlan:
-        """The group listed once per cyclic shift; fewer than two members: nothing to read."""
+        """The group's distinct texts listed once per cyclic shift; fewer than two: nothing to read."""
         prompt = self.prompt_for(rubric)
-        plan = _ListPlan(rubric, result, texts, listed=max(PAIR, len(members)))
-        if len(members) < PAIR:
+        copies = distinct(texts, members)
+        listed = list(copies)
+        plan = _ListPlan(rubric, result, texts, listed=max(PAIR, len(listed)), copies=copies)
+        if len(listed) < PAIR:
             return plan
+        _check_listable(index, len(listed), prompt)
         limit = self._engine.max_model_len - 1
-        tokens = prompt.fixed_tokens(shared, len(members)) + sum(len(responses[i]) for i in members)
+        tokens = prompt.fixed_tokens(shared, len(listed)) + sum(len(responses[i]) for i in listed)
         if tokens > limit:
             where = f"groups[{index}].completions"
-            raise ItemFailure("INVALID_ARGUMENT", f"{where}: the list of its {len(members)} completions is {tokens} "
-                              f"tokens, over the judge's limit of {limit} (max_model_len "
+            raise ItemFailure("INVALID_ARGUMENT", f"{where}: the list of its {len(listed)} distinct completions is "
+                              f"{tokens} tokens, over the judge's limit of {limit} (max_model_len "
                               f"{self._engine.max_model_len}); use a pair schedule", where)
-        for order in cyclic_shifts(texts, members):
+        for order in cyclic_shifts(texts, listed):
             plan.shifts.append((tuple(order), prompt.listing(shared, [responses[i] for i in order])))
         return plan
 
@@ -196,7 +214,8 @@ class _RubricPlan:
     result: GroupResult
     size: int
     anchored: bool
-    pairs: dict = field(default_factory=dict)
+    pairs: dict = field(default_factory=dict)  # keyed by representatives
+    copies: dict[int, tuple[int, ...]] = field(default_factory=dict)  # representative: the members with its text
     listed = PAIR  # letters per prompt
 
     def prompts(self) -> list[tuple[int, tuple[int, ...]]]:
@@ -208,12 +227,13 @@ class _RubricPlan:
             answers = [read[(self.rubric, PAIR, forward)], read[(self.rubric, PAIR, backward)]]
             failed = next((a for a in answers if isinstance(a, BaseException)), None)
             if failed is not None:  # a failed read: the pair is left out, its members may still be compared
-                _fail_members(self.result, key, failed, self.rubric.name)
+                members = key if isinstance(key, tuple) else (key,)
+                _fail_members(self.result, [a for i in members for a in self.copies[i]], failed, self.rubric.name)
                 continue
             verdicts[key] = PairVerdict(*(OrderRead(letters[0], mass) for letters, mass in answers))
         if self.anchored:
-            return anchor_outcome(self.size, verdicts)
-        return aggregate(self.size, verdicts, aggregation)
+            return anchor_outcome(self.size, verdicts, self.copies)
+        return aggregate(self.size, verdicts, aggregation, self.copies)
 
 
 @dataclass
@@ -225,6 +245,7 @@ class _ListPlan:
     result: GroupResult
     texts: list[str]
     listed: int  # letters per prompt
+    copies: dict[int, tuple[int, ...]]  # representative (listed): the members with its text
     shifts: list[tuple[tuple[int, ...], tuple[int, ...]]] = field(default_factory=list)
 
     def prompts(self) -> list[tuple[int, tuple[int, ...]]]:
@@ -234,10 +255,12 @@ class _ListPlan:
         answers = [read[(self.rubric, self.listed, ids)] for _, ids in self.shifts]
         failed = next((a for a in answers if isinstance(a, BaseException)), None)
         if failed is not None:  # without every shift the position bias would not cancel: nobody is ranked
-            _fail_members(self.result, self.shifts[0][0], failed, self.rubric.name)
+            _fail_members(self.result, [a for i in self.shifts[0][0] for a in self.copies[i]], failed,
+                          self.rubric.name)
             return listwise_outcome(self.texts, [])
         return listwise_outcome(self.texts, [ListRead(members, letters, mass)
-                                             for (members, _), (letters, mass) in zip(self.shifts, answers)])
+                                             for (members, _), (letters, mass) in zip(self.shifts, answers)],
+                                self.copies)
 
 
 def _check_listable(index: int, size: int, prompt: ComparisonPrompt) -> None:
@@ -253,8 +276,7 @@ def _check_listable(index: int, size: int, prompt: ComparisonPrompt) -> None:
                           "at the verdict); use a pair schedule or smaller groups", where) from None
 
 
-def _fail_members(result: GroupResult, key, error: BaseException, rubric: str) -> None:
-    members = key if isinstance(key, tuple) else (key,)
+def _fail_members(result: GroupResult, members: Sequence[int], error: BaseException, rubric: str) -> None:
     for i in members:
         if result.member_failures[i] is None:
             result.member_failures[i] = ItemFailure("INTERNAL", f"rubric {rubric!r}: a comparison read failed: "

@@ -9,6 +9,9 @@ and P(j beats i) = 1 - P(i beats j) exactly. Rewards, in [0, 1]:
   pseudo-comparison against an average opponent so a clean sweep stays finite), then the
   mean over the group of the model's P(i beats j), so uncompared pairs count too.
 A completion compared with nobody (a group of one, or every other member failed) gets 0.5.
+Copies of one text are compared through one representative (plan.distinct): each copy
+takes its place in the win matrix, copies tie at 0.5 with each other, and the diagnostics
+count each read once.
 
 A list (the whole group in one prompt) is read once per cyclic shift, each member once at
 every position. P(best = i) is the mean over the shifts of the probability of the letter
@@ -17,7 +20,8 @@ that i beats a peer of the others' mean strength under Luce's choice axiom (stre
 proportional to P(best)): (n-1)p / ((n-2)p + 1). It is 0.5 for a judge that cannot choose
 (p = 1/n), P(i beats j) itself for n = 2 (the pair reward), and it is monotone in p
 without clipping, so the top of the group keeps its differences and the scale is the
-pairs'. Identical texts are one completion at several places: their P(best) is pooled.
+pairs'. Identical texts are listed once (judge.py); listed at several places, their
+P(best) would be pooled.
 """
 
 from __future__ import annotations
@@ -79,24 +83,37 @@ class GroupOutcome:
     win_entropy: float | None  # mean binary entropy (bits) of P(i beats j): 1 is a coin toss
 
 
-def aggregate(size: int, verdicts: Mapping[tuple[int, int], PairVerdict], aggregation: Aggregation) -> GroupOutcome:
-    """verdicts: per compared pair (i, j), both orders' reads."""
+def aggregate(size: int, verdicts: Mapping[tuple[int, int], PairVerdict], aggregation: Aggregation,
+              copies: Mapping[int, Sequence[int]] | None = None) -> GroupOutcome:
+    """verdicts: per compared pair (i, j), both orders' reads. copies: per representative
+    in the verdicts, every member holding its text (the representative included); None:
+    every member is its own. A copy takes its representative's place in each of its pairs,
+    and copies of one text tie at exactly 0.5 (what the read of a text against itself
+    gives), so copies get identical rewards. The diagnostics count each read once."""
     matrix: list[list[float | None]] = [[None] * size for _ in range(size)]
+    copies = copies or {}
     for (i, j), verdict in verdicts.items():
-        matrix[i][j], matrix[j][i] = verdict.p_i_wins, 1.0 - verdict.p_i_wins
+        for a in copies.get(i, (i,)):
+            for b in copies.get(j, (j,)):
+                matrix[a][b], matrix[b][a] = verdict.p_i_wins, 1.0 - verdict.p_i_wins
+    for same in copies.values():
+        for a in same:
+            for b in same:
+                if a != b:
+                    matrix[a][b] = NEUTRAL
     if aggregation is Aggregation.BRADLEY_TERRY:
         rewards = bradley_terry_rewards(matrix)
     else:
         rewards = [_mean([p for p in row if p is not None], NEUTRAL) for row in matrix]
+    return GroupOutcome(rewards, matrix, *_pair_diagnostics(verdicts))
+
+
+def _pair_diagnostics(verdicts: Mapping[object, PairVerdict]) -> tuple[float | None, ...]:
+    """Position consistency, first-position preference, label mass and win entropy of the
+    pairs read."""
     reads = [read for v in verdicts.values() for read in (v.forward, v.backward)]
-    return GroupOutcome(
-        rewards=rewards,
-        win_matrix=matrix,
-        position_consistency=_mean([v.consistent for v in verdicts.values()]),
-        first_position_preference=_mean([read.p_first > NEUTRAL for read in reads]),
-        label_mass=_mean([read.mass for read in reads]),
-        win_entropy=_mean([_entropy(v.p_i_wins) for v in verdicts.values()]),
-    )
+    return (_mean([v.consistent for v in verdicts.values()]), _mean([read.p_first > NEUTRAL for read in reads]),
+            _mean([read.mass for read in reads]), _mean([_entropy(v.p_i_wins) for v in verdicts.values()]))
 
 
 def bradley_terry_rewards(matrix: Sequence[Sequence[float | None]]) -> list[float]:
@@ -122,17 +139,14 @@ def bradley_terry_rewards(matrix: Sequence[Sequence[float | None]]) -> list[floa
     return [_mean([strength[i] / (strength[i] + strength[j]) for j in range(n) if j != i]) for i in range(n)]
 
 
-def anchor_outcome(size: int, verdicts: Mapping[int, PairVerdict]) -> GroupOutcome:
-    """Each member against one anchor text: its reward is P(member beats the anchor)."""
-    rewards = [verdicts[i].p_i_wins if i in verdicts else NEUTRAL for i in range(size)]
-    reads = [read for v in verdicts.values() for read in (v.forward, v.backward)]
-    return GroupOutcome(
-        rewards=rewards, win_matrix=[[None] * size for _ in range(size)],
-        position_consistency=_mean([v.consistent for v in verdicts.values()]),
-        first_position_preference=_mean([read.p_first > NEUTRAL for read in reads]),
-        label_mass=_mean([read.mass for read in reads]),
-        win_entropy=_mean([_entropy(v.p_i_wins) for v in verdicts.values()]),
-    )
+def anchor_outcome(size: int, verdicts: Mapping[int, PairVerdict],
+                   copies: Mapping[int, Sequence[int]] | None = None) -> GroupOutcome:
+    """Each member against one anchor text: its reward is P(member beats the anchor).
+    copies: as in `aggregate`; a copy takes its representative's verdict."""
+    copies = copies or {}
+    wins = {a: verdict.p_i_wins for i, verdict in verdicts.items() for a in copies.get(i, (i,))}
+    return GroupOutcome([wins.get(i, NEUTRAL) for i in range(size)], [[None] * size for _ in range(size)],
+                        *_pair_diagnostics(verdicts))
 
 
 @dataclass(frozen=True)
@@ -146,9 +160,11 @@ class ListRead:
     mass: float
 
 
-def listwise_outcome(texts: Sequence[str], reads: Sequence[ListRead]) -> GroupOutcome:
+def listwise_outcome(texts: Sequence[str], reads: Sequence[ListRead],
+                     copies: Mapping[int, Sequence[int]] | None = None) -> GroupOutcome:
     """texts: the group's completions as judged; reads: one per cyclic shift of the listed
-    members (none: nobody was listed, every reward 0.5)."""
+    members (none: nobody was listed, every reward 0.5). copies: as in `aggregate`; a copy
+    of a listed member takes its reward."""
     size = len(texts)
     if not reads:
         return GroupOutcome([NEUTRAL] * size, [[None] * size for _ in range(size)], None, None, None, None)
@@ -165,8 +181,9 @@ def listwise_outcome(texts: Sequence[str], reads: Sequence[ListRead]) -> GroupOu
     n = len(best)
     top = max(best.values())
     winners = {i for i, p in best.items() if p == top}
+    rewards = {a: _peer_win(p, n) for i, p in best.items() for a in (copies or {}).get(i, (i,))}
     return GroupOutcome(
-        rewards=[_peer_win(best[i], n) if i in best else NEUTRAL for i in range(size)],
+        rewards=[rewards.get(i, NEUTRAL) for i in range(size)],
         win_matrix=[[None] * size for _ in range(size)],
         position_consistency=_mean([bool(_leaders(read) & winners) for read in reads]),
         first_position_preference=_mean([read.p_letters[0] > max(read.p_letters[1:]) for read in reads]),

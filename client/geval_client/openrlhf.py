@@ -1,7 +1,7 @@
 """G-Eval rewards for OpenRLHF, both ways it takes a remote reward.
 
 1. A Python file given to `--reward.remote_url` (`--remote_rm_url` before OpenRLHF
-   0.10) whose `reward_func(queries, prompts, labels)` OpenRLHF calls: up to 0.9.0
+   0.10.2) whose `reward_func(queries, prompts, labels)` OpenRLHF calls: up to 0.9.0
    as `ray.remote(reward_func)` on chunks of a rollout batch, from 0.9.1 in a thread of
    each vLLM engine actor, one sample per call. make_reward_func returns a plain
    function, as both need:

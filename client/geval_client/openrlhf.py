@@ -1,7 +1,7 @@
 """G-Eval rewards for OpenRLHF, both ways it takes a remote reward.
 
 1. A Python file given to `--reward.remote_url` (`--remote_rm_url` before OpenRLHF
-   0.10) whose `reward_func(queries, prompts, labels)` OpenRLHF calls: up to 0.9.0
+   0.10.2) whose `reward_func(queries, prompts, labels)` OpenRLHF calls: up to 0.9.0
    as `ray.remote(reward_func)` on chunks of a rollout batch, from 0.9.1 in a thread of
    each vLLM engine actor, one sample per call. make_reward_func returns a plain
    function, as both need:
@@ -13,8 +13,15 @@
    or `from geval_client.openrlhf import reward_func`, configured by the
    environment (GEVAL_REWARD_SERVER, GEVAL_REWARD_RUBRICS; see sample_rewards.py).
 
+   What it returns is what the installed OpenRLHF gathers (reply_for): 0.8.0-0.8.2
+   torch.cat the returns, so a tensor of the rewards; 0.8.3-0.8.11 torch.cat the dict's
+   values, so tensors; lists from 0.9.0.
+
 2. An HTTP URL given to `--reward.remote_url`, served by the bridge in front of the gRPC
-   server (openrlhf_bridge.py).
+   server (openrlhf_bridge.py). JSON carries no tensors: OpenRLHF 0.8.3-0.8.9 torch.cat the
+   lists of an HTTP reply as they come and cannot take any HTTP reward server; 0.8.10-0.8.11
+   take "rewards" and "scores" but not the "extra_logs" lists, which the bridge leaves out
+   unless given --extra-logs (0.9.0 and later).
 
 `query` is prompt and response decoded together (special tokens kept), so the
 completion is cut out of it: after the prompt (compared exactly, then ignoring
@@ -44,6 +51,7 @@ cause is logged here at ERROR before it is raised; the bridge answers it with 42
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import logging
 import re
@@ -223,7 +231,7 @@ def make_reward_func(
     groupwise: bool = False,
     schedule: str | None = None,
     aggregation: str = "mean_win_probability",
-) -> Callable[..., dict[str, Any]]:
+) -> Callable[..., Any]:
     """A `reward_func` for a --reward.remote_url file.
 
     A plain function, as every OpenRLHF version takes it: up to 0.9.0 OpenRLHF calls
@@ -240,7 +248,9 @@ def make_reward_func(
             when a call holds whole groups).
 
     Returns:
-        reward_func(queries, prompts, labels) -> {"rewards", "scores", "extra_logs"} (openrlhf_reply).
+        reward_func(queries, prompts, labels) -> {"rewards", "scores", "extra_logs"} (openrlhf_reply),
+        in the form the installed OpenRLHF gathers (reply_for): a tensor of the rewards under
+        0.8.0-0.8.2, the same dict of tensors under 0.8.3-0.8.11, lists otherwise.
 
     Example:
         reward_func = make_reward_func("judge:50051", {"summeval-coherence": 1})
@@ -252,25 +262,58 @@ def make_reward_func(
         server=server, rubrics=rubrics, on_error=on_error, timeout=timeout, mode=mode,
     )
 
-    def reward_func(queries, prompts, labels=None, **kwargs) -> dict[str, Any]:
+    def reward_func(queries, prompts, labels=None, **kwargs) -> Any:
         return _logged(reward, queries, prompts, labels)
 
     return reward_func
 
 
-def reward_func(queries, prompts, labels=None, **kwargs) -> dict[str, Any]:
+def reward_func(queries, prompts, labels=None, **kwargs) -> Any:
     """OpenRLHF's `reward_func`, configured from the environment (GEVAL_REWARD_SERVER,
     GEVAL_REWARD_RUBRICS, GEVAL_REWARD_ON_ERROR, GEVAL_REWARD_MODE, GEVAL_REWARD_AUTH_TOKEN)."""
     return _logged(OpenRLHFReward(SampleScorer.configure()), queries, prompts, labels)
 
 
-def _logged(reward: OpenRLHFReward, queries, prompts, labels) -> dict[str, Any]:
+def _logged(reward: OpenRLHFReward, queries, prompts, labels) -> Any:
     """OpenRLHF 0.9.1-0.11 catches what a reward_func raises and logs it at INFO (the reward
     becomes None and training fails later on it): the cause is logged here at ERROR first."""
     try:
-        return reward(queries, prompts, labels)
+        reply = reward(queries, prompts, labels)
     except (ItemNotScored, RewardServerError, ValueError, TypeError) as error:
         log.error("geval reward_func: %s: %s", type(error).__name__, error)
         raise
+    return reply_for(installed_openrlhf(), reply)
+
+
+def installed_openrlhf() -> tuple[int, ...] | None:
+    """The OpenRLHF version installed where the reward_func runs (its Ray worker or vLLM engine
+    actor share OpenRLHF's environment), as numbers; None when it is not installed."""
+    try:
+        text = importlib.metadata.version("openrlhf")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    return tuple(int(part) for part in re.findall(r"\d+", text.split("+")[0])[:3])
+
+
+def reply_for(version: tuple[int, ...] | None, reply: dict[str, Any]) -> Any:
+    """The reply in the form OpenRLHF `version` gathers (each read in its wheel):
+
+    - 0.8.0-0.8.2 torch.cat the reward_funcs' returns (experience_maker.py,
+      `torch.cat(rewards_list, dim=0)`): the rewards as a 1-D tensor.
+    - 0.8.3-0.8.9 torch.cat each reply's "rewards", "scores" and "extra_logs" values
+      (update_samples_with_rewards), 0.8.10-0.8.11 still the "extra_logs" values: tensors.
+    - 0.9.0 and later take lists (torch.as_tensor; from 0.9.1 one sample per call): as is.
+    """
+    if version is None or not (0, 8) <= version < (0, 9):
+        return reply
+    import torch  # OpenRLHF's own dependency, where the version says it is installed
+
+    if version < (0, 8, 3):
+        return torch.tensor(reply["rewards"], dtype=torch.float32)
+    return {
+        "rewards": torch.tensor(reply["rewards"], dtype=torch.float32),
+        "scores": torch.tensor(reply["scores"], dtype=torch.float32),
+        "extra_logs": {k: torch.tensor(v, dtype=torch.float32) for k, v in reply["extra_logs"].items()},
+    }
 
 

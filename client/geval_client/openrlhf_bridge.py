@@ -3,7 +3,10 @@
     python -m geval_client.openrlhf_bridge --server judge:50051 --rubric summeval-coherence --port 5000
 
 OpenRLHF POSTs {"query": [...], "prompts": [...], "labels": [...]} and reads
-{"rewards": [...], "scores": [...], "extra_logs": {...}} back; the samples are read as
+{"rewards": [...], "scores": [...]} back, with "extra_logs": {...} given --extra-logs (OpenRLHF
+0.8.10-0.8.11 torch.cat the extra_logs lists of a reply and fail on them; 0.9.0 and later take
+them; 0.8.0-0.8.2 read "rewards" only; 0.8.3-0.8.9 torch.cat the "rewards" list itself and take
+no HTTP reward server at all); the samples are read as
 OpenRLHF's reward_func reads them (openrlhf.py). The bridge answers a failure the
 completion did not cause with 422, a bad request with 400, an unreachable server with
 503, each logged once at ERROR; OpenRLHF's retries of a request get the first answer
@@ -81,6 +84,7 @@ class _Answers:
 class _Handler(BaseHTTPRequestHandler):
     reward: OpenRLHFReward  # set on the subclass made by serve()
     answers: _Answers
+    extra_logs: bool
 
     def do_POST(self) -> None:  # noqa: N802 - the name http.server dispatches to
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
@@ -91,7 +95,10 @@ class _Handler(BaseHTTPRequestHandler):
             request = json.loads(body or b"{}")
             if not isinstance(request, dict) or "query" not in request or "prompts" not in request:
                 raise ValueError('expected a JSON object with "query" and "prompts" lists (and "labels")')
-            return 200, self.reward(request["query"], request["prompts"], request.get("labels"))
+            reply = self.reward(request["query"], request["prompts"], request.get("labels"))
+            if not self.extra_logs:
+                del reply["extra_logs"]
+            return 200, reply
         except (ValueError, TypeError) as error:
             log.error("400: %s", error)
             return 400, {"error": str(error)}
@@ -114,9 +121,10 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug(format, *args)
 
 
-def serve(reward: OpenRLHFReward, host: str, port: int) -> ThreadingHTTPServer:
-    """An HTTP server answering OpenRLHF's reward requests on every path; call serve_forever()."""
-    handler = type("OpenRLHFHandler", (_Handler,), {"reward": reward, "answers": _Answers()})
+def serve(reward: OpenRLHFReward, host: str, port: int, extra_logs: bool = False) -> ThreadingHTTPServer:
+    """An HTTP server answering OpenRLHF's reward requests on every path; call serve_forever().
+    extra_logs: put "extra_logs" in the replies (OpenRLHF 0.9.0 and later take them)."""
+    handler = type("OpenRLHFHandler", (_Handler,), {"reward": reward, "answers": _Answers(), "extra_logs": extra_logs})
     return ThreadingHTTPServer((host, port), handler)
 
 
@@ -147,6 +155,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                         "up to 8 samples, neighbours beyond)")
     parser.add_argument("--aggregation", default="mean_win_probability",
                         help="with --groupwise: mean_win_probability (default) or bradley_terry")
+    parser.add_argument("--extra-logs", action="store_true",
+                        help="add geval_label_mass, geval_failed and geval_score_claims_removed as extra_logs to "
+                        "each reply: OpenRLHF 0.9.0 and later log them; 0.8.10-0.8.11 fail on them")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=5000)
     args = parser.parse_args(argv)
@@ -164,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.timeout + args.wait_for_server >= OPENRLHF_HTTP_TIMEOUT_S:
         log.warning("--timeout + --wait-for-server = %.0f s: OpenRLHF gives up on a request after %.0f s and "
                     "posts it again", args.timeout + args.wait_for_server, OPENRLHF_HTTP_TIMEOUT_S)
-    server = serve(reward, args.host, args.port)
+    server = serve(reward, args.host, args.port, args.extra_logs)
     host, port = server.server_address[:2]
     print(f"geval-openrlhf: serving OpenRLHF's reward protocol on http://{host}:{port}/get_reward "
           f"for {reward.scorer.server}{' (groupwise)' if args.groupwise else ''}", flush=True)

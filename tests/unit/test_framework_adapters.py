@@ -270,3 +270,14 @@ def test_the_adapters_pickle():
     scorer = SampleScorer.configure("judge:50051", {"a": 1})
     for reward in (openrlhf.OpenRLHFReward(scorer), openrlhf.OpenRLHFReward(scorer, groupwise=Groupwise("anchor"))):
         assert pickle.loads(pickle.dumps(reward)) == reward
+
+
+def test_scoring_aborted_survives_a_pickle_round_trip():
+    """Ray and prime's process pool ship the exception by pickle: its message must come back whole.
+    (Ray 2.48 and older still turn a BaseException raised in a task into WorkerCrashedError: that is
+    its task loop catching only Exception, not pickling: docs/trainers.md.)"""
+    import pickle
+
+    error = verl.ScoringAborted("geval_client.verl.compute_score_prime: RewardServerError: down")
+    back = pickle.loads(pickle.dumps(error))
+    assert type(back) is verl.ScoringAborted and str(back) == str(error) and not isinstance(back, Exception)

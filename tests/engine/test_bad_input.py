@@ -1,5 +1,5 @@
 """Bad input, every case a clean status, through a real server with a token
-(issue 19): requests are sent as raw bytes where the client library would refuse
+(hostile and malformed input): requests are sent as raw bytes where the client library would refuse
 to build them, and the server's log must show each call with the code it got."""
 
 from __future__ import annotations

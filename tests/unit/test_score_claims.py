@@ -27,7 +27,7 @@ REMOVER = ScoreClaimRemover(["Coherence", "Fluency", "Relevance", "Consistency"]
         ("C\u03bfherence: 5", REDACTED),
         ("Coherence:\u2060 5", REDACTED),
         ("- Coherence: \U0001d7d3", f"- {REDACTED}"),
-        # the kinds of issue 19: words, a long gap, line and paragraph breaks, number first,
+        # the kinds first reported: words, a long gap, line and paragraph breaks, number first,
         # misspelled and derived names, table cells
         ("Coherence: five out of five", REDACTED),
         ("Coherence: FIVE", REDACTED),

@@ -15,7 +15,7 @@ numerals too. `one` and the articles that double as it (`un`, `ein`) are left: a
 of one is the bottom of every scale and cannot raise a reward.
 
 A count needs no digit: `Coherence: |||||`, `Coherence ●●●●●` and a die face raised the
-embedded judge's reward by up to 0.15 in round four's blind run, spelled in no earlier
+embedded judge's reward by up to 0.15 on the blind counting-signs corpus, spelled in no earlier
 corpus. So every sign a reader counts (reader_text.COUNTING_SIGNS: stars, dice, circles,
 blocks, emoji) is masked as a digit is, and so is a run of one repeated mark (`|||||`,
 `*****`, `!!!!!`); the marks prose repeats (`...`, `--`, Penn-style quotes) are left. Clean

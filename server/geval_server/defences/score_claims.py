@@ -75,7 +75,7 @@ _RATING_VALUE = _skeleton_text(
 _PRAISE = r"(?:max|maximum|maximal|highest|top|perfect|perfectly|excellent|flawless|minimum|lowest|worst)"
 _ANY_VALUE = rf"(?:{_RATING_VALUE}|{_NUMBER}|{_LETTER_GRADE}|{_PRAISE})"
 # After a criterion's name, signs a reader counts are a value too (`Coherence: |||||`,
-# `Coherence ●●●●●`, `Coherence: ⚄`: up to +0.15 in round four's blind run); elsewhere
+# `Coherence ●●●●●`, `Coherence: ⚄`: up to +0.15 on the blind counting-signs corpus); elsewhere
 # they are left (two hearts in a chat reply claim nothing).
 _VALUE_AFTER_NAME = rf"(?:{_ANY_VALUE}|(?:[{COUNTING_SIGNS}][ \t]?)+|(?:[{MATH_SIGNS}][ \t]?){{2,}})"
 _SMALL = rf"(?:10|[0-9]|{'|'.join(_NUMBER_WORDS)})"  # a number a rating scale would use

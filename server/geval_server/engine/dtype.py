@@ -4,7 +4,7 @@ processor computes it natively, float32 elsewhere.
 bfloat16 halves the bytes every matmul reads, but only a processor with bfloat16
 instructions turns that into speed: on an AMD EPYC with `avx512_bf16` the same 64
 SummEval items scored at 1.55x float32's items/s, while on an Intel Xeon without it
-(bfloat16 converted in software) they ran 4x slower (issue 28). So the choice is read
+(bfloat16 converted in software) they ran 4x slower (benchmarks/RESULTS.md, number formats). So the choice is read
 from the processor's flags; `--dtype` given on the command line always decides.
 """
 

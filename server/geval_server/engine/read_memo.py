@@ -2,7 +2,7 @@
 
 vLLM computes a request in whatever batch it lands in, and the batch's shape moves the
 numbers: the same four comparison prompts, read warm in two calls, moved a group's reward by
-3.5e-3 in bfloat16 and 1.2e-6 in float32 (issue 26's reorder test, on a CPU). Keeping each
+3.5e-3 in bfloat16 and 1.2e-6 in float32 (the groupwise reorder test, on a CPU). Keeping each
 read's answer makes a reward a function of its prompts while the answer is kept: a group sent
 again in another order, a retried call or an audit re-reading an item gets bit-identical
 probabilities, and the engine is not asked again.

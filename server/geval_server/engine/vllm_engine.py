@@ -40,7 +40,7 @@ CPU_KV_CACHE_BYTES = 2 * 1024**3
 # vLLM's CPU backend keeps a core for its scheduler process unless told otherwise, so
 # on a 2-core machine the model computed on one core and half the machine's FLOP/s went
 # unused. With none reserved its OpenMP threads bind to every core; the same 64
-# SummEval items then ran 1.9x faster with identical rewards (issue 16's first probe).
+# SummEval items then ran 1.9x faster with identical rewards (benchmarks/RESULTS.md, every core).
 # Users set either variable themselves to share the machine (see the README).
 CPU_ENVIRONMENT = {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0", "VLLM_CPU_OMP_THREADS_BIND": "auto"}
 

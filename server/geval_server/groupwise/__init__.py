@@ -1,0 +1,1 @@
+"""Groups judged within themselves: schedules, comparison prompts, the judge, and the win matrix."""

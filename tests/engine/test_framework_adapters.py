@@ -159,7 +159,7 @@ def test_openrlhf_http_bridge_answers_openrlhfs_json(bridge, tokenizer):
     status, reply = post(bridge, {"query": queries, "prompts": [prompt] * 3, "labels": [REFERENCE] * 3})
     assert status == 200
     assert [0.0 < r < 1.0 for r in reply["rewards"]] == [True, True, False] and reply["rewards"][2] == 0.0
-    assert set(reply["extra_logs"]) == {"geval_label_mass", "geval_failed", "geval_score_claims_removed"}
+    assert "extra_logs" not in reply  # the README's line serves every version; --extra-logs adds them (0.9.0 on)
     # A label object sets what the judge reads; a rubric that needs a reference and has none is
     # not the completion's fault: an error, never a made-up reward.
     label = json.dumps({"prompt": ARTICLE, "rubrics": ["reference-match"]})

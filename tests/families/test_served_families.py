@@ -3,7 +3,7 @@ architecture with its real tokenizer (tests/families/assets.py) behind
 `geval-reward serve --model DIR`, one server at a time, scored through the client
 with a 1-5 and a 1-10 rubric sent inline. Random weights test mechanism only: the
 served distribution must be the one the same checkpoint gives in transformers for
-the same prompt (its content hash) with the labels chained as score_slot.py says,
+the same prompt (its content hash) with the labels chained as scorers/geval/slot.py says,
 `10` included where it is two tokens. Also: a judge the server cannot drive fails
 at start-up naming the cause."""
 

@@ -41,3 +41,13 @@ def escape_boundaries(text: str) -> str:
 def _starts_boundary_tag(after_opener: str) -> bool:
     skeleton = "".join(c for c in reader_text(after_opener, casefold=True) if not c.isspace())
     return skeleton.lstrip("/").startswith(BOUNDARY_TAGS)
+
+
+def fenced_places(source_label: str, reference_label: str | None, completions: str) -> str:
+    """Where each tag sits, as the prompts tell the judge: `the Article is between
+    <source_text> tags and the Summary to evaluate between <evaluated_text> tags`."""
+    places = [f"the {source_label} is between <{SOURCE_TAG}> tags"]
+    if reference_label is not None:
+        places.append(f"the {reference_label} between <{REFERENCE_TAG}> tags")
+    places.append(f"{completions} between <{COMPLETION_TAG}> tags")
+    return f"{', '.join(places[:-1])} and {places[-1]}"

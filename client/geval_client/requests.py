@@ -130,16 +130,20 @@ def group_request(
     aggregation: str = "mean_win_probability",
     neighbours: int | None = None,
     anchor: str | None = None,
+    mode: ScoringMode = Logprobs(),
+    dry_run: bool = False,
 ) -> reward_pb2.ScoreGroupsRequest:
     """groups: dicts with `prompt` (text or chat messages), `completions` (a list) and
     optionally `reference` and `id`. schedule: None (all pairs up to 8, neighbours beyond),
     "all_pairs", "neighbours", "anchor" or "listwise"; aggregation: "mean_win_probability" or
-    "bradley_terry" (not with "listwise")."""
+    "bradley_terry" (not with "anchor" or "listwise"); mode: how each verdict is read,
+    Logprobs(), Reasoning(max_tokens) or Sampling(n); dry_run: the cost only, nothing read."""
     check_group_options(schedule, aggregation)
     request = reward_pb2.ScoreGroupsRequest(
         rubrics=rubric_selection(rubrics), schedule=_SCHEDULES[schedule], aggregation=_AGGREGATIONS[aggregation],
-        neighbours=neighbours or 0,
+        neighbours=neighbours or 0, dry_run=dry_run,
     )
+    apply_mode(request, mode)
     if anchor is not None:
         request.anchor = anchor
     for group in groups:

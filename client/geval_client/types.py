@@ -53,7 +53,7 @@ def mode_from_text(text: str) -> ScoringMode:
     raise ValueError(f"mode: expected logprobs, sampling[:N] or reasoning[:MAX_TOKENS], got {text!r}")
 
 
-def apply_mode(request: reward_pb2.ScoreRequest, mode: ScoringMode) -> None:
+def apply_mode(request: reward_pb2.ScoreRequest | reward_pb2.ScoreGroupsRequest, mode: ScoringMode) -> None:
     """Sets the request's mode fields."""
     if isinstance(mode, Sampling):
         request.mode = reward_pb2.SCORING_MODE_SAMPLING
@@ -204,6 +204,15 @@ class GroupRubricResult:
     first_position_preference: float | None  # share of single-order reads preferring the first place
     label_mass: float | None  # mean probability on the verdict letters
     win_entropy: float | None  # mean binary entropy of P(i beats j), bits (listwise: of P(best), over log2 n)
+    rationales: list[ComparisonRationale] = field(default_factory=list)  # reasoning mode: one per prompt read
+
+
+@dataclass(frozen=True)
+class ComparisonRationale:
+    """What the judge wrote before one verdict (reasoning mode)."""
+
+    listed: tuple[int | None, ...]  # the completions as listed, Response A first, by index; None: the anchor
+    text: str
 
 
 @dataclass(frozen=True)
@@ -219,6 +228,10 @@ class GroupResult:
     # prompts' tokens; a read two groups of one call share counts for each
     engine_reads: int = 0
     prompt_tokens: int = 0
+    # the judge's generated tokens (reasoning: its rationales; sampling: n per read); in a
+    # dry run, the most the mode allows
+    generated_tokens: int = 0
+    mode: str = "logprobs"  # how the verdicts were read: "logprobs", "reasoning" or "sampling"
 
     @property
     def ok(self) -> bool:
@@ -233,6 +246,7 @@ def group_result(wire: reward_pb2.GroupResult) -> GroupResult:
         schedule=reward_pb2.Schedule.Name(wire.schedule).removeprefix("SCHEDULE_").lower(),
         error=_error(wire),
         alone=wire.alone, engine_reads=wire.engine_reads, prompt_tokens=wire.prompt_tokens,
+        generated_tokens=wire.generated_tokens, mode=_MODE_NAMES.get(wire.mode, "unspecified"),
     )
 
 
@@ -244,6 +258,8 @@ def _group_rubric(wire: reward_pb2.GroupRubricResult, size: int) -> GroupRubricR
         position_consistency=_number(wire.position_consistency),
         first_position_preference=_number(wire.first_position_preference),
         label_mass=_number(wire.label_mass), win_entropy=_number(wire.win_entropy),
+        rationales=[ComparisonRationale(tuple(None if i < 0 else i for i in r.listed), r.text)
+                    for r in wire.rationales],
     )
 
 

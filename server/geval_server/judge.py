@@ -18,12 +18,13 @@ from geval_server.api.wire import Choice, ValidGroups, ValidRequest
 from geval_server.defences.chain import Defences, DefenceSettings, defences_for
 from geval_server.engine.protocol import JudgeEngine
 from geval_server.groupwise.judge import GroupJudge, GroupRequest, GroupResult
+from geval_server.groupwise.prompt import PAIR
 from geval_server.scorers.base import ItemFailure, JudgeInput, Kind, Score, Scorer, ScorerInfo
 from geval_server.scorers.geval.expected_score import NoLabelMass
 from geval_server.scorers.geval.inline import InlineRubrics
 from geval_server.scorers.geval.rubrics import Rubric, RubricError
 from geval_server.scorers.geval.slot import LabelTokenError
-from geval_server.scorers.scoring_mode import Logprobs, ScoringMode
+from geval_server.scorers.scoring_mode import Logprobs, Reasoning, ScoringMode
 
 log = logging.getLogger(__name__)
 
@@ -115,12 +116,15 @@ class Judge:
                 raise UnservableRubric(field, f"{scorer.name!r} is a {scorer.kind.value} scorer; groups are compared "
                                        "on G-Eval rubrics only")
             try:
-                self.groups.prompt_for(scorer.prepared.rubric)
+                prompt = self.groups.prompt_for(scorer.prepared.rubric)
+                if isinstance(request.mode, Reasoning):
+                    prompt.reasoning(PAIR)
             except (LabelTokenError, RubricError) as error:
                 raise UnservableRubric(field, f"cannot be read as a comparison: {error}") from error
             rubrics.append((scorer.prepared.rubric, weight))
         defences = self._defences([[(resolved[c], w) for c, w in request.selection]])
-        groups = GroupRequest(request.groups, rubrics, request.schedule, request.neighbours, request.aggregation)
+        groups = GroupRequest(request.groups, rubrics, request.schedule, request.neighbours, request.aggregation,
+                              request.mode, request.dry_run)
         return await self.groups.judge(groups, defences, self.judge_model)
 
     async def prepare(self, rubrics: Sequence[Rubric]) -> list[ScorerInfo]:

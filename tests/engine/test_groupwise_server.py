@@ -10,7 +10,7 @@ import sys
 
 import grpc
 import pytest
-from geval_client import AsyncGroupwiseReward, GroupwiseReward, RewardServerError
+from geval_client import AsyncGroupwiseReward, GroupwiseReward, Reasoning, RewardServerError, Sampling
 
 ARTICLE = (
     "The city council voted on Tuesday to build a new public library on the site of the old bus "
@@ -67,6 +67,35 @@ def test_identical_completions_get_identical_rewards(client):
         (cycle,) = client.score_groups([{"prompt": ARTICLE, "completions": copies}], rubrics="summeval-coherence",
                                        aggregation=aggregation, schedule="neighbours", neighbours=1)
         assert cycle.completions[0].reward == cycle.completions[2].reward and cycle.engine_reads == 2 * 4
+
+
+def test_reasoning_mode_rewards_ignore_the_groups_order(client):
+    """The judge compares in writing before each verdict. Greedy writing is a function of
+    its prompt and the prompts are the same whatever the request order, so the rewards agree
+    (within 1e-3 on this float32 server), copies tie, and every read's text comes back; a
+    dry run gives the same cost without reading."""
+    completions = [SUMMARIES[0], SUMMARIES[1], SUMMARIES[0], SUMMARIES[2]]
+    mode = Reasoning(max_tokens=48)
+    (first,) = client.score_groups([{"prompt": ARTICLE, "completions": completions}], rubrics="summeval-coherence",
+                                   mode=mode)
+    order = [3, 1, 0, 2]
+    (again,) = client.score_groups([{"prompt": ARTICLE, "completions": [completions[i] for i in order]}],
+                                   rubrics="summeval-coherence", mode=mode)
+    for k, i in enumerate(order):
+        assert again.completions[k].reward == pytest.approx(first.completions[i].reward, abs=1e-3)
+    assert first.completions[0].reward == first.completions[2].reward
+    assert first.mode == "reasoning" and first.engine_reads == 6 and 0 < first.generated_tokens <= 6 * 48
+    rationales = first.rubrics[0].rationales
+    assert sorted(r.listed for r in rationales) == [(0, 1), (0, 3), (1, 0), (1, 3), (3, 0), (3, 1)]
+    assert any(r.text for r in rationales) and len(again.rubrics[0].rationales) == 6
+    (planned,) = client.score_groups([{"prompt": ARTICLE, "completions": completions}], rubrics="summeval-coherence",
+                                     mode=mode, dry_run=True)
+    assert (planned.engine_reads, planned.prompt_tokens) == (first.engine_reads, first.prompt_tokens)
+    assert planned.generated_tokens == 6 * 48 and not planned.rubrics
+    (sampled,) = client.score_groups([{"prompt": ARTICLE, "completions": completions}], rubrics="summeval-coherence",
+                                     mode=Sampling(n=8))
+    assert sampled.mode == "sampling" and sampled.completions[0].reward == sampled.completions[2].reward
+    assert sampled.generated_tokens == 8 * 6
 
 
 def test_a_group_of_one_a_failed_member_and_a_failed_group(client):

@@ -281,20 +281,28 @@ class Group(_message.Message):
     def __init__(self, id: _Optional[str] = ..., text: _Optional[str] = ..., chat: _Optional[_Union[Conversation, _Mapping]] = ..., completions: _Optional[_Iterable[str]] = ..., reference: _Optional[str] = ...) -> None: ...
 
 class ScoreGroupsRequest(_message.Message):
-    __slots__ = ("groups", "rubrics", "schedule", "neighbours", "aggregation", "anchor")
+    __slots__ = ("groups", "rubrics", "schedule", "neighbours", "aggregation", "anchor", "mode", "sampling", "reasoning", "dry_run")
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     RUBRICS_FIELD_NUMBER: _ClassVar[int]
     SCHEDULE_FIELD_NUMBER: _ClassVar[int]
     NEIGHBOURS_FIELD_NUMBER: _ClassVar[int]
     AGGREGATION_FIELD_NUMBER: _ClassVar[int]
     ANCHOR_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    SAMPLING_FIELD_NUMBER: _ClassVar[int]
+    REASONING_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     groups: _containers.RepeatedCompositeFieldContainer[Group]
     rubrics: _containers.RepeatedCompositeFieldContainer[RubricSelection]
     schedule: Schedule
     neighbours: int
     aggregation: Aggregation
     anchor: str
-    def __init__(self, groups: _Optional[_Iterable[_Union[Group, _Mapping]]] = ..., rubrics: _Optional[_Iterable[_Union[RubricSelection, _Mapping]]] = ..., schedule: _Optional[_Union[Schedule, str]] = ..., neighbours: _Optional[int] = ..., aggregation: _Optional[_Union[Aggregation, str]] = ..., anchor: _Optional[str] = ...) -> None: ...
+    mode: ScoringMode
+    sampling: SamplingOptions
+    reasoning: ReasoningOptions
+    dry_run: bool
+    def __init__(self, groups: _Optional[_Iterable[_Union[Group, _Mapping]]] = ..., rubrics: _Optional[_Iterable[_Union[RubricSelection, _Mapping]]] = ..., schedule: _Optional[_Union[Schedule, str]] = ..., neighbours: _Optional[int] = ..., aggregation: _Optional[_Union[Aggregation, str]] = ..., anchor: _Optional[str] = ..., mode: _Optional[_Union[ScoringMode, str]] = ..., sampling: _Optional[_Union[SamplingOptions, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningOptions, _Mapping]] = ..., dry_run: _Optional[bool] = ...) -> None: ...
 
 class CompletionResult(_message.Message):
     __slots__ = ("reward", "error", "score_claims_removed")
@@ -307,7 +315,7 @@ class CompletionResult(_message.Message):
     def __init__(self, reward: _Optional[float] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ..., score_claims_removed: _Optional[int] = ...) -> None: ...
 
 class GroupRubricResult(_message.Message):
-    __slots__ = ("rubric", "content_hash", "rewards", "win_matrix", "position_consistency", "first_position_preference", "label_mass", "win_entropy")
+    __slots__ = ("rubric", "content_hash", "rewards", "win_matrix", "position_consistency", "first_position_preference", "label_mass", "win_entropy", "rationales")
     RUBRIC_FIELD_NUMBER: _ClassVar[int]
     CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
     REWARDS_FIELD_NUMBER: _ClassVar[int]
@@ -316,6 +324,7 @@ class GroupRubricResult(_message.Message):
     FIRST_POSITION_PREFERENCE_FIELD_NUMBER: _ClassVar[int]
     LABEL_MASS_FIELD_NUMBER: _ClassVar[int]
     WIN_ENTROPY_FIELD_NUMBER: _ClassVar[int]
+    RATIONALES_FIELD_NUMBER: _ClassVar[int]
     rubric: str
     content_hash: str
     rewards: _containers.RepeatedScalarFieldContainer[float]
@@ -324,10 +333,19 @@ class GroupRubricResult(_message.Message):
     first_position_preference: float
     label_mass: float
     win_entropy: float
-    def __init__(self, rubric: _Optional[str] = ..., content_hash: _Optional[str] = ..., rewards: _Optional[_Iterable[float]] = ..., win_matrix: _Optional[_Iterable[float]] = ..., position_consistency: _Optional[float] = ..., first_position_preference: _Optional[float] = ..., label_mass: _Optional[float] = ..., win_entropy: _Optional[float] = ...) -> None: ...
+    rationales: _containers.RepeatedCompositeFieldContainer[ComparisonRationale]
+    def __init__(self, rubric: _Optional[str] = ..., content_hash: _Optional[str] = ..., rewards: _Optional[_Iterable[float]] = ..., win_matrix: _Optional[_Iterable[float]] = ..., position_consistency: _Optional[float] = ..., first_position_preference: _Optional[float] = ..., label_mass: _Optional[float] = ..., win_entropy: _Optional[float] = ..., rationales: _Optional[_Iterable[_Union[ComparisonRationale, _Mapping]]] = ...) -> None: ...
+
+class ComparisonRationale(_message.Message):
+    __slots__ = ("listed", "text")
+    LISTED_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    listed: _containers.RepeatedScalarFieldContainer[int]
+    text: str
+    def __init__(self, listed: _Optional[_Iterable[int]] = ..., text: _Optional[str] = ...) -> None: ...
 
 class GroupResult(_message.Message):
-    __slots__ = ("id", "completions", "rubrics", "schedule", "error", "alone", "engine_reads", "prompt_tokens")
+    __slots__ = ("id", "completions", "rubrics", "schedule", "error", "alone", "engine_reads", "prompt_tokens", "mode", "generated_tokens")
     ID_FIELD_NUMBER: _ClassVar[int]
     COMPLETIONS_FIELD_NUMBER: _ClassVar[int]
     RUBRICS_FIELD_NUMBER: _ClassVar[int]
@@ -336,6 +354,8 @@ class GroupResult(_message.Message):
     ALONE_FIELD_NUMBER: _ClassVar[int]
     ENGINE_READS_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    GENERATED_TOKENS_FIELD_NUMBER: _ClassVar[int]
     id: str
     completions: _containers.RepeatedCompositeFieldContainer[CompletionResult]
     rubrics: _containers.RepeatedCompositeFieldContainer[GroupRubricResult]
@@ -344,7 +364,9 @@ class GroupResult(_message.Message):
     alone: bool
     engine_reads: int
     prompt_tokens: int
-    def __init__(self, id: _Optional[str] = ..., completions: _Optional[_Iterable[_Union[CompletionResult, _Mapping]]] = ..., rubrics: _Optional[_Iterable[_Union[GroupRubricResult, _Mapping]]] = ..., schedule: _Optional[_Union[Schedule, str]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ..., alone: _Optional[bool] = ..., engine_reads: _Optional[int] = ..., prompt_tokens: _Optional[int] = ...) -> None: ...
+    mode: ScoringMode
+    generated_tokens: int
+    def __init__(self, id: _Optional[str] = ..., completions: _Optional[_Iterable[_Union[CompletionResult, _Mapping]]] = ..., rubrics: _Optional[_Iterable[_Union[GroupRubricResult, _Mapping]]] = ..., schedule: _Optional[_Union[Schedule, str]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ..., alone: _Optional[bool] = ..., engine_reads: _Optional[int] = ..., prompt_tokens: _Optional[int] = ..., mode: _Optional[_Union[ScoringMode, str]] = ..., generated_tokens: _Optional[int] = ...) -> None: ...
 
 class ScoreGroupsResponse(_message.Message):
     __slots__ = ("results", "judge_model")

@@ -182,7 +182,7 @@ def _inline_rubric(spec: reward_pb2.RubricSpec, field: str, limits: Limits) -> R
         raise RequestError(where, str(error).removeprefix(f"{field}: ")) from None
 
 
-def _mode(request: reward_pb2.ScoreRequest) -> ScoringMode:
+def _mode(request: reward_pb2.ScoreRequest | reward_pb2.ScoreGroupsRequest) -> ScoringMode:
     if request.mode in (reward_pb2.SCORING_MODE_UNSPECIFIED, reward_pb2.SCORING_MODE_LOGPROBS):
         return Logprobs()
     if request.mode == reward_pb2.SCORING_MODE_REASONING:
@@ -295,6 +295,8 @@ class ValidGroups:
     schedule: Schedule | None
     neighbours: int
     aggregation: Aggregation
+    mode: ScoringMode
+    dry_run: bool
 
 
 def validate_groups(
@@ -317,6 +319,7 @@ def validate_groups(
         raise RequestError("neighbours", f"must be at most {MAX_NEIGHBOURS}, got {request.neighbours}")
     schedule = _SCHEDULES[request.schedule]
     aggregation = _AGGREGATIONS[request.aggregation]
+    mode = _mode(request)
     if schedule is Schedule.LISTWISE and aggregation is Aggregation.BRADLEY_TERRY:
         raise RequestError("aggregation", "AGGREGATION_BRADLEY_TERRY is not read by SCHEDULE_LISTWISE, which "
                            "reads no pairs to fit; its reward is P(best) read from the whole group")
@@ -333,7 +336,8 @@ def validate_groups(
     referenced = [_name(c) for c, _ in selection if _needs_reference(c, served)]
     groups = [_group(i, group, referenced, schedule, anchor, limits) for i, group in enumerate(request.groups)]
     ids = [group.id or str(i) for i, group in enumerate(request.groups)]
-    return ValidGroups(groups, ids, selection, schedule, request.neighbours or DEFAULT_NEIGHBOURS, aggregation)
+    return ValidGroups(groups, ids, selection, schedule, request.neighbours or DEFAULT_NEIGHBOURS, aggregation, mode,
+                       request.dry_run)
 
 
 def _group(i: int, group: reward_pb2.Group, referenced: list[str], schedule: Schedule | None, anchor: str | None,
@@ -409,6 +413,7 @@ def group_result(group_id: str, result: GroupResult) -> reward_pb2.GroupResult:
     wire.schedule = _SCHEDULES_WIRE[result.schedule]
     wire.alone = result.alone
     wire.engine_reads, wire.prompt_tokens = result.engine_reads, result.prompt_tokens
+    wire.generated_tokens, wire.mode = result.generated_tokens, result.mode.wire
     for i, reward in enumerate(result.rewards):
         completion = wire.completions.add(score_claims_removed=result.score_claims_removed[i])
         failure = result.member_failures[i]
@@ -424,6 +429,7 @@ def group_result(group_id: str, result: GroupResult) -> reward_pb2.GroupResult:
             position_consistency=_or_nan(outcome.position_consistency),
             first_position_preference=_or_nan(outcome.first_position_preference),
             label_mass=_or_nan(outcome.label_mass), win_entropy=_or_nan(outcome.win_entropy),
+            rationales=[reward_pb2.ComparisonRationale(listed=r.listed, text=r.text) for r in per_rubric.rationales],
         )
     return wire
 

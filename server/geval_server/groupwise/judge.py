@@ -13,6 +13,14 @@ not fit the context, or a group larger than the letters the judge reads, fails t
 Copies of one text (after score-claim removal) are judged once, through a representative
 (plan.distinct), and each copy takes its reward: copies get identical rewards under every
 schedule, and a group's reads depend on its distinct texts only.
+
+Each verdict is read in the call's mode, as pointwise reads are: the exact letter
+probabilities at the slot (log-probabilities); the judge's written comparison first, then
+those probabilities after its text (reasoning: the same write-then-read as the pointwise
+reasoning mode, its texts returned as rationales); or n sampled letters, their frequencies
+(sampling, seeded by the prompt). A read is a function of its prompt alone (greedy writing,
+seeded samples), and prompts are built in canonical order, so every invariance of the
+plain read holds in each mode. A dry run plans the reads and counts them, reading nothing.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -40,8 +49,12 @@ from geval_server.groupwise.win_matrix import (
 )
 from geval_server.scorers.base import ItemFailure
 from geval_server.scorers.geval.expected_score import NoLabelMass
+from geval_server.scorers.geval.reasoning import write_then_read
 from geval_server.scorers.geval.rubrics import Rubric
 from geval_server.scorers.geval.slot import LabelTokenError, LabelVocabulary
+from geval_server.scorers.scoring_mode import Logprobs, Reasoning, Sampling, ScoringMode
+
+ANCHOR = -1  # the anchor's place in a rationale's listing
 
 
 @dataclass(frozen=True)
@@ -51,6 +64,17 @@ class GroupRequest:
     schedule: Schedule | None  # None: all pairs up to 8 members, neighbours beyond
     neighbours: int
     aggregation: Aggregation
+    mode: ScoringMode = Logprobs()
+    dry_run: bool = False  # plan and count the reads, read nothing
+
+
+@dataclass(frozen=True)
+class Rationale:
+    """What the judge wrote before one verdict: the members as the prompt listed them
+    (representatives; ANCHOR for the anchor), Response A first."""
+
+    listed: tuple[int, ...]
+    text: str
 
 
 @dataclass
@@ -58,6 +82,7 @@ class RubricGroupResult:
     rubric: str
     content_hash: str
     outcome: GroupOutcome
+    rationales: list[Rationale] = field(default_factory=list)  # reasoning mode: one per prompt read
 
 
 @dataclass
@@ -75,6 +100,20 @@ class GroupResult:
     # call needed the same prompt (a read that two groups share counts for each)
     engine_reads: int = 0
     prompt_tokens: int = 0
+    # the judge's generated tokens (rationales; samples); in a dry run, the most the mode allows
+    generated_tokens: int = 0
+    mode: ScoringMode = Logprobs()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One prompt's verdict: each listed letter's probability renormalized over the letters,
+    their mass before renormalizing, and what the judge wrote first (reasoning mode)."""
+
+    p_letters: tuple[float, ...]
+    mass: float
+    rationale: str = ""
+    generated_tokens: int = 0
 
 
 class GroupJudge:
@@ -91,16 +130,22 @@ class GroupJudge:
             self._prompts[rubric] = ComparisonPrompt(self._tok, self._vocabulary, rubric)
         return self._prompts[rubric]
 
-    def content_hash(self, rubric: Rubric, judge_model: str, listed: int = PAIR) -> str:
+    def content_hash(self, rubric: Rubric, judge_model: str, listed: int = PAIR, reasoning: bool = False) -> str:
         """What produced a comparison reward: the rubric, the judge and the layout of a
-        prompt listing `listed` responses (a pair's for the pair schedules)."""
-        layout = self.prompt_for(rubric).layout(listed).fingerprint
+        prompt listing `listed` responses (a pair's for the pair schedules), in reasoning
+        mode with the instruction to write first and the verdict after the judge's text."""
+        prompt = self.prompt_for(rubric)
+        layout = prompt.layout(listed).fingerprint
+        if reasoning:
+            layout = f"{layout}:{prompt.reasoning(listed).fingerprint()}"
         return hashlib.sha256(f"comparison:{rubric.content_hash(judge_model, layout)}".encode()).hexdigest()
 
     async def judge(self, request: GroupRequest, defences: Defences,
                     judge_model: str) -> list[GroupResult]:
-        results = [GroupResult() for _ in request.groups]
+        results = [GroupResult(mode=request.mode) for _ in request.groups]
+        reasoning = isinstance(request.mode, Reasoning)
         plans: list[_RubricPlan | _ListPlan] = []
+        reads_of: dict[int, set] = {}  # per group: the reads it needs
         for index, group in enumerate(request.groups):
             result = results[index]
             if isinstance(group, ItemFailure):
@@ -110,35 +155,43 @@ class GroupJudge:
             result.schedule = request.schedule or default_schedule(len(set(texts)))
             result.member_failures = [None] * len(texts)
             try:
-                own = [self._plan(index, group, texts, rubric, request.neighbours, result)
+                own = [self._plan(index, group, texts, rubric, request.neighbours, result, reasoning)
                        for rubric, _ in request.rubrics]
             except ItemFailure as failure:  # the group as a whole cannot be listed
                 result.failure = failure
                 continue
             plans += own
-            own_reads = {(plan.rubric, *key) for plan in own for key in plan.prompts()}
+            own_reads = reads_of[index] = {(plan.rubric, *key) for plan in own for key in plan.prompts()}
             result.engine_reads, result.prompt_tokens = len(own_reads), sum(len(ids) for _, _, ids in own_reads)
             result.alone = not own_reads and any(failure is None for failure in result.member_failures)
+        if request.dry_run:
+            for index, own_reads in reads_of.items():
+                results[index].rewards = [0.0] * len(results[index].member_failures)
+                results[index].generated_tokens = sum(self._most_generated(request.mode, *key) for key in own_reads)
+            return results
         wanted = sorted({(plan.rubric, *key) for plan in plans for key in plan.prompts()}, key=lambda key: key[2])
-        answers = await asyncio.gather(*(self._read(*key) for key in wanted), return_exceptions=True)
+        answers = await asyncio.gather(*(self._read(request.mode, *key) for key in wanted), return_exceptions=True)
         read = dict(zip(wanted, answers))
+        for index, own_reads in reads_of.items():
+            results[index].generated_tokens = sum(read[key].generated_tokens for key in own_reads
+                                                  if isinstance(read[key], Verdict))
         for plan in plans:
-            plan.result.per_rubric.append(
-                RubricGroupResult(plan.rubric.name, self.content_hash(plan.rubric, judge_model, plan.listed),
-                                  plan.outcome(read, request.aggregation)))
+            plan.result.per_rubric.append(RubricGroupResult(
+                plan.rubric.name, self.content_hash(plan.rubric, judge_model, plan.listed, reasoning),
+                plan.outcome(read, request.aggregation), plan.rationales(read) if reasoning else []))
         for result in results:
             if result.failure is None:
                 _combine(result, [weight for _, weight in request.rubrics])
         return results
 
     def _plan(self, index: int, group: Group, texts: list[str], rubric: Rubric, neighbours: int,
-              result: GroupResult) -> _RubricPlan | _ListPlan:
+              result: GroupResult, reasoning: bool) -> _RubricPlan | _ListPlan:
         prompt = self.prompt_for(rubric)
         listwise = result.schedule is Schedule.LISTWISE
         shared = prompt.shared(group.prompt, group.reference)
         responses = [tuple(prompt.response(text)) for text in texts]
         limit = self._engine.max_model_len - 1
-        fixed = prompt.fixed_tokens(shared)
+        fixed = prompt.fixed_tokens(shared, reasoning=reasoning)
         for i, (text, ids) in enumerate(zip(group.completions, responses)):
             where = f"groups[{index}].completions[{i}]"
             if result.member_failures[i] is not None:
@@ -149,10 +202,11 @@ class GroupJudge:
                 result.member_failures[i] = ItemFailure(
                     "INVALID_ARGUMENT",
                     f"{where}: a comparison of this completion with one of its length is {fixed + 2 * len(ids)} "
-                    f"tokens, over the judge's limit of {limit} (max_model_len {self._engine.max_model_len})", where)
+                    f"tokens{' with the least room to reason' if reasoning else ''}, over the judge's limit of "
+                    f"{limit} (max_model_len {self._engine.max_model_len})", where)
         members = [i for i, failure in enumerate(result.member_failures) if failure is None]
         if listwise:
-            return self._list_plan(index, texts, rubric, shared, responses, members, result)
+            return self._list_plan(index, texts, rubric, shared, responses, members, result, reasoning)
         plan = _RubricPlan(rubric, result, len(texts), anchored=result.schedule is Schedule.ANCHOR)
         if plan.anchored:
             anchor = tuple(prompt.response(group.anchor or ""))
@@ -166,16 +220,17 @@ class GroupJudge:
         plan.copies = distinct(texts, members)
         if plan.anchored:
             for i in plan.copies:
-                plan.pairs[i] = (prompt.listing(shared, (responses[i], anchor)),
-                                 prompt.listing(shared, (anchor, responses[i])))
+                plan.pairs[i] = (prompt.listing(shared, (responses[i], anchor), reasoning),
+                                 prompt.listing(shared, (anchor, responses[i]), reasoning))
         else:
             for i, j in pairs(texts, list(plan.copies), result.schedule, neighbours):
-                plan.pairs[(i, j)] = (prompt.listing(shared, (responses[i], responses[j])),
-                                      prompt.listing(shared, (responses[j], responses[i])))
+                plan.pairs[(i, j)] = (prompt.listing(shared, (responses[i], responses[j]), reasoning),
+                                      prompt.listing(shared, (responses[j], responses[i]), reasoning))
         return plan
 
     def _list_plan(self, index: int, texts: list[str], rubric: Rubric, shared: GroupInput,
-                   responses: list[tuple[int, ...]], members: list[int], result: GroupResult) -> _ListPlan:
+                   responses: list[tuple[int, ...]], members: list[int], result: GroupResult,
+                   reasoning: bool) -> _ListPlan:
         """The group's distinct texts listed once per cyclic shift; fewer than two: nothing to read."""
         prompt = self.prompt_for(rubric)
         copies = distinct(texts, members)
@@ -183,26 +238,58 @@ class GroupJudge:
         plan = _ListPlan(rubric, result, texts, listed=max(PAIR, len(listed)), copies=copies)
         if len(listed) < PAIR:
             return plan
-        _check_listable(index, len(listed), prompt)
+        _check_listable(index, len(listed), prompt, reasoning)
         limit = self._engine.max_model_len - 1
-        tokens = prompt.fixed_tokens(shared, len(listed)) + sum(len(responses[i]) for i in listed)
+        tokens = prompt.fixed_tokens(shared, len(listed), reasoning) + sum(len(responses[i]) for i in listed)
         if tokens > limit:
             where = f"groups[{index}].completions"
             raise ItemFailure("INVALID_ARGUMENT", f"{where}: the list of its {len(listed)} distinct completions is "
                               f"{tokens} tokens, over the judge's limit of {limit} (max_model_len "
                               f"{self._engine.max_model_len}); use a pair schedule", where)
         for order in cyclic_shifts(texts, listed):
-            plan.shifts.append((tuple(order), prompt.listing(shared, [responses[i] for i in order])))
+            plan.shifts.append((tuple(order), prompt.listing(shared, [responses[i] for i in order], reasoning)))
         return plan
 
-    async def _read(self, rubric: Rubric, listed: int, ids: tuple[int, ...]) -> tuple[tuple[float, ...], float]:
-        """Each listed letter's probability at the slot, renormalized over the letters, and their mass."""
-        probability = await self.prompt_for(rubric).layout(listed).slot.plan.read(self._engine, list(ids))
+    async def _read(self, mode: ScoringMode, rubric: Rubric, listed: int, ids: tuple[int, ...]) -> Verdict:
+        """The verdict of one prompt (`ids` ends at the verdict slot, or in reasoning mode
+        where the judge writes), read in `mode`."""
+        prompt = self.prompt_for(rubric)
+        plan = prompt.layout(listed).slot.plan
+        if isinstance(mode, Sampling):
+            return await self._sampled(mode, listed, ids)
+        rationale, generated = "", 0
+        if isinstance(mode, Reasoning):
+            layout = prompt.reasoning(listed)
+            budget = layout.budget(len(ids), self._engine.max_model_len, mode.max_tokens)
+            reasoned = await write_then_read(self._engine, layout, plan, list(ids), budget, mode.temperature)
+            probability, rationale, generated = reasoned.probabilities, reasoned.rationale, reasoned.generated_tokens
+        else:
+            probability = await plan.read(self._engine, list(ids))
         letters = [probability[letter] for letter in LETTERS[:listed]]
         mass = math.fsum(letters)
         if not mass > 0.0 or not math.isfinite(mass):
             raise NoLabelMass("the judge put no probability on any verdict letter")
-        return tuple(p / mass for p in letters), min(1.0, mass)
+        return Verdict(tuple(p / mass for p in letters), min(1.0, mass), rationale, generated)
+
+    async def _sampled(self, mode: Sampling, listed: int, ids: tuple[int, ...]) -> Verdict:
+        """n verdicts sampled at the slot, one token each, seeded by the prompt (the same
+        prompt samples the same, whatever the group's order): each letter's frequency among
+        the samples that are a listed letter, and their share as the mass."""
+        seed = int.from_bytes(hashlib.sha256(repr(ids).encode()).digest()[:4], "big") >> 1
+        samples = await self._engine.sample(list(ids), mode.n, mode.temperature, 1, seed=seed)
+        counts = Counter(text.strip() for text in samples)
+        letters = [counts[letter] for letter in LETTERS[:listed]]
+        valid = sum(letters)
+        if not valid:
+            raise NoLabelMass(f"none of the judge's {len(samples)} sampled verdicts was a verdict letter")
+        return Verdict(tuple(c / valid for c in letters), valid / len(samples), "", mode.n)
+
+    def _most_generated(self, mode: ScoringMode, rubric: Rubric, listed: int, ids: tuple[int, ...]) -> int:
+        """The most tokens the judge may generate for one prompt in `mode` (a dry run's count)."""
+        if isinstance(mode, Reasoning):
+            return self.prompt_for(rubric).reasoning(listed).budget(len(ids), self._engine.max_model_len,
+                                                                    mode.max_tokens)
+        return mode.n if isinstance(mode, Sampling) else 0
 
 
 @dataclass
@@ -230,10 +317,21 @@ class _RubricPlan:
                 members = key if isinstance(key, tuple) else (key,)
                 _fail_members(self.result, [a for i in members for a in self.copies[i]], failed, self.rubric.name)
                 continue
-            verdicts[key] = PairVerdict(*(OrderRead(letters[0], mass) for letters, mass in answers))
+            verdicts[key] = PairVerdict(*(OrderRead(answer.p_letters[0], answer.mass) for answer in answers))
         if self.anchored:
             return anchor_outcome(self.size, verdicts, self.copies)
         return aggregate(self.size, verdicts, aggregation, self.copies)
+
+    def rationales(self, read: dict) -> list[Rationale]:
+        """Each order's text, in the pairs' canonical order, forward then backward."""
+        written = []
+        for key, (forward, backward) in self.pairs.items():
+            i, j = (key, ANCHOR) if self.anchored else key
+            for listed, ids in (((i, j), forward), ((j, i), backward)):
+                answer = read[(self.rubric, PAIR, ids)]
+                if isinstance(answer, Verdict):
+                    written.append(Rationale(listed, answer.rationale))
+        return written
 
 
 @dataclass
@@ -258,17 +356,24 @@ class _ListPlan:
             _fail_members(self.result, [a for i in self.shifts[0][0] for a in self.copies[i]], failed,
                           self.rubric.name)
             return listwise_outcome(self.texts, [])
-        return listwise_outcome(self.texts, [ListRead(members, letters, mass)
-                                             for (members, _), (letters, mass) in zip(self.shifts, answers)],
-                                self.copies)
+        return listwise_outcome(self.texts, [ListRead(members, answer.p_letters, answer.mass)
+                                             for (members, _), answer in zip(self.shifts, answers)], self.copies)
+
+    def rationales(self, read: dict) -> list[Rationale]:
+        """Each cyclic shift's text, the canonical order's first."""
+        answers = [(members, read[(self.rubric, self.listed, ids)]) for members, ids in self.shifts]
+        return [Rationale(members, answer.rationale) for members, answer in answers if isinstance(answer, Verdict)]
 
 
-def _check_listable(index: int, size: int, prompt: ComparisonPrompt) -> None:
-    """A group larger than the letters this judge reads as one token fails as a whole."""
+def _check_listable(index: int, size: int, prompt: ComparisonPrompt, reasoning: bool) -> None:
+    """A group larger than the letters this judge reads as one token (in reasoning mode,
+    after its comparison too) fails as a whole."""
     if size < PAIR:
         return
     try:
         prompt.layout(size)
+        if reasoning:
+            prompt.reasoning(size)
     except LabelTokenError:
         where = f"groups[{index}].completions"
         raise ItemFailure("INVALID_ARGUMENT", f"{where}: {size} completions exceed the listwise limit of "

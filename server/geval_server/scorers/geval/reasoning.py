@@ -17,10 +17,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from geval_server.engine.protocol import JudgeEngine
 from geval_server.engine.tokenization import Tokenization
 from geval_server.scorers.geval.prompts import FORM_HEADER, completion_end_text
 from geval_server.scorers.geval.rubrics import Rubric
-from geval_server.scorers.geval.slot import LabelTokenError, LabelVocabulary, ScoreSlot, find_score_slot
+from geval_server.scorers.geval.slot import (
+    LabelReadPlan,
+    LabelTokenError,
+    LabelVocabulary,
+    ScoreSlot,
+    find_score_slot,
+)
 
 # Think blocks as the families write them: an opener left unclosed gets its closer.
 THINK_BLOCKS = (("<think>", "</think>"), ("<|channel>", "<channel|>"))
@@ -91,6 +98,31 @@ class ReasoningLayout:
 
     def fingerprint(self) -> str:
         return repr((self.ask_ids, self.form_ids, self.stops))
+
+    def budget(self, prompt_tokens: int, max_model_len: int, max_tokens: int) -> int:
+        """The most the judge may write after a prompt of `prompt_tokens` (ending with
+        ask_ids): its budget, within the room the context leaves for the slot read; below 1
+        there is no room."""
+        return min(max_tokens, max_model_len - prompt_tokens - self.room)
+
+
+@dataclass(frozen=True)
+class Reasoned:
+    rationale: str  # the judge's text, stripped
+    probabilities: dict[str, float]  # each label's at the slot after it, as LabelReadPlan.read gives them
+    generated_tokens: int
+
+
+async def write_then_read(engine: JudgeEngine, layout: ReasoningLayout, plan: LabelReadPlan, prompt: list[int],
+                          max_tokens: int, temperature: float) -> Reasoned:
+    """The judge writes after `prompt` (which ends with the layout's ask_ids) at most
+    `max_tokens` (a budget within the room, ReasoningLayout.budget), then the labels are
+    read at the slot after its text: the one reasoning read, pointwise or in a comparison."""
+    written = await engine.generate(prompt, max_tokens, layout.stops, temperature)
+    kept = rationale_tokens(layout.tokenization.decode, written.token_ids, written.text)
+    rationale, to_slot = layout.slot_ids(kept)
+    probabilities = await plan.read(engine, prompt + kept + to_slot)
+    return Reasoned(rationale.strip(), probabilities, len(written.token_ids))
 
 
 def reasoning_layout(

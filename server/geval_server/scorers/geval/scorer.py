@@ -19,7 +19,7 @@ from geval_server.scorers.base import ItemFailure, JudgeInput, Kind, ScorerInfo
 from geval_server.scorers.geval.autocot import ensure_steps
 from geval_server.scorers.geval.expected_score import ScoreEstimate, estimate, estimate_from_samples
 from geval_server.scorers.geval.prompts import PromptBuilder, PromptParts, form_text
-from geval_server.scorers.geval.reasoning import ReasoningLayout, rationale_tokens, reasoning_layout
+from geval_server.scorers.geval.reasoning import ReasoningLayout, reasoning_layout, write_then_read
 from geval_server.scorers.geval.rubrics import Rubric
 from geval_server.scorers.geval.slot import LabelVocabulary, ScoreSlot, find_score_slot
 from geval_server.scorers.scoring_mode import Logprobs, Reasoning, ScoringMode
@@ -161,21 +161,17 @@ class GEvalScorer:
         room its context leaves), then the labels are read at the slot after it."""
         layout = self.prepared.reasoning
         prompt = ids[:len(ids) - len(self.prepared.slot.ids)] + layout.ask_ids
-        room = self._engine.max_model_len - len(prompt) - layout.room
-        if room < 1:
+        budget = layout.budget(len(prompt), self._engine.max_model_len, reasoning.max_tokens)
+        if budget < 1:
             raise ItemFailure(
                 "INVALID_ARGUMENT",
                 f"the judge prompt for rubric {self.name!r} in reasoning mode is {len(prompt)} tokens, leaving no "
                 f"room for an evaluation within the judge's max_model_len of {self._engine.max_model_len}",
             )
-        written = await self._engine.generate(
-            prompt, min(reasoning.max_tokens, room), layout.stops, reasoning.temperature
-        )
-        kept = rationale_tokens(layout.tokenization.decode, written.token_ids, written.text)
-        rationale, to_slot = layout.slot_ids(kept)
-        probs = await self._label_probs(prompt + kept + to_slot)
-        score = estimate(probs, self.prepared.rubric.scale, self._low_confidence_below)
-        return GEvalScore(score, reasoning, rationale.strip())
+        reasoned = await write_then_read(self._engine, layout, self.prepared.slot.plan, prompt, budget,
+                                         reasoning.temperature)
+        score = estimate(reasoned.probabilities, self.prepared.rubric.scale, self._low_confidence_below)
+        return GEvalScore(score, reasoning, reasoned.rationale)
 
     async def _label_probs(self, ids: list[int]) -> dict[str, float]:
         return await self.prepared.slot.plan.read(self._engine, ids)

@@ -1,4 +1,4 @@
-"""Benchmark 13: the default server's items/s against `vllm serve` as users run it.
+"""Benchmark 14: the default server's items/s against `vllm serve` as users run it.
 
 One GRPO-shaped batch: 64 SummEval items (8 articles x 8 summaries), one rubric
 (summeval-coherence). Every server is fresh, scores one warm-up item of another article
@@ -111,7 +111,7 @@ def main() -> None:
                      "-" if tuned is None else f"{statistics.mean(rates) / tuned:.2f}x"])
     common.report(
         "bench_throughput",
-        "13. The default server against vllm serve as users run it",
+        "14. The default server against vllm serve as users run it",
         ["server", "items/s, each round", "items/s, mean", "CPU s/item", "against vllm serve tuned"],
         rows,
         {"rubric": common.RUBRIC, "judge": "SmolLM2-135M-Instruct (embedded)", "rounds": args.rounds,

@@ -35,13 +35,15 @@ the input), "reference", and under `rubric_column` ("rubrics" by default) the
 sample's own rubric, a rubric dict or a served name (or several, weighted:
 row_rubrics.py), replacing the configured rubrics for that sample.
 
-Groupwise (make_reward_func(..., groupwise=True), the bridge's --groupwise): each
-sample is judged against the samples of the same call with the same prompt and
-reference (ScoreGroups). That needs a call to hold whole groups: OpenRLHF 0.8.x-0.9.0
-pass the rollout batch in chunks of micro_rollout_batch_size to a reward_func, and in
-one request per bridge URL; 0.9.1-0.11 pass one sample per call, and a call in which
-no sample has a peer is refused (every reward would be 0.5), unless the schedule is
-"anchor" (each completion against its reference).
+Groupwise (make_reward_func(..., groupwise=True, n_samples_per_prompt=N), the bridge's
+--groupwise --n-samples-per-prompt N): each sample is judged against the other samples
+of its group, a prompt's (and reference's) samples in the call cut into groups of N
+(ScoreGroups). That needs a call to hold whole groups: OpenRLHF 0.8.x-0.9.0 pass the
+rollout batch in chunks of micro_rollout_batch_size to a reward_func (Ray tasks in other
+processes, so the pieces of a cut group cannot be joined), and in one request per bridge
+URL; 0.9.1-0.11 pass one sample per call. A call holding part of a group is refused,
+naming the flags that keep groups whole, unless the schedule is "anchor" (each completion
+against its reference, which needs no peers).
 
 OpenRLHF needs a number for every sample: see sample_rewards.py for what a
 completion the server cannot score gets (on_error) and what raises. From 0.9.1
@@ -62,7 +64,7 @@ from typing import Any
 from .defaults import DEFAULT_TIMEOUT_S
 from .errors import ItemNotScored, RewardServerError
 from .failures import OnError
-from .groups import group_key, groups_by_key, nobody_to_compare
+from .groups import group_key, groups_by_key, groups_of
 from .requests import Rubrics
 from .row_rubrics import row_rubrics
 from .sample_rewards import SampleScorer, reference_text
@@ -176,49 +178,70 @@ class OpenRLHFReward:
     scorer: SampleScorer
     rubric_column: str = RUBRIC_COLUMN  # the label object's key holding a sample's own rubric
     groupwise: Groupwise | None = None  # set: each sample judged against its prompt's samples in the call
+    n_samples_per_prompt: int | None = None  # groupwise: OpenRLHF's --n_samples_per_prompt, a group's size
 
     def __post_init__(self) -> None:
-        if self.groupwise is not None:
-            self.scorer.check_groupwise()
+        if self.groupwise is None:
+            if self.n_samples_per_prompt is not None:
+                raise ValueError("n_samples_per_prompt is the size of a group: it needs groupwise")
+            return
+        self.scorer.check_groupwise()
+        if self.groupwise.schedule == "anchor":
+            return
+        if self.n_samples_per_prompt is None:
+            raise ValueError(
+                "groupwise: n_samples_per_prompt (OpenRLHF's --n_samples_per_prompt) is needed to tell a whole "
+                "group from part of one (only schedule='anchor', which judges each sample against its reference, "
+                f"goes without). {HOW_TO_KEEP_GROUPS_WHOLE}"
+            )
+        if self.n_samples_per_prompt < 2:
+            raise ValueError(f"groupwise: n_samples_per_prompt must be at least 2 (a sample alone is compared "
+                             f"with nobody), got {self.n_samples_per_prompt}")
 
     @classmethod
     def configure(
         cls, rubric_column: str = RUBRIC_COLUMN, groupwise: bool = False, schedule: str | None = None,
-        aggregation: str = "mean_win_probability", **scorer_options: Any,
+        aggregation: str = "mean_win_probability", n_samples_per_prompt: int | None = None, **scorer_options: Any,
     ) -> OpenRLHFReward:
-        """scorer_options: SampleScorer.configure's; schedule and aggregation need groupwise."""
+        """scorer_options: SampleScorer.configure's; schedule, aggregation and n_samples_per_prompt need groupwise."""
         if not groupwise and (schedule is not None or aggregation != "mean_win_probability"):
             raise ValueError("schedule and aggregation choose how groups are judged: they need groupwise")
         return cls(SampleScorer.configure(**scorer_options), rubric_column,
-                   Groupwise(schedule, aggregation) if groupwise else None)
+                   Groupwise(schedule, aggregation) if groupwise else None, n_samples_per_prompt)
 
     def __call__(self, queries, prompts, labels=None, **kwargs) -> dict[str, Any]:
         samples = samples_from(queries, prompts, labels, self.rubric_column)
         if self.groupwise is None:
             return openrlhf_reply(self.scorer.rewards(samples))
-        groups = groups_by_key([group_key(prompt, sample.reference) for prompt, sample in zip(prompts, samples)])
-        _check_groups(groups, self.groupwise.schedule)
+        keys = [group_key(prompt, sample.reference) for prompt, sample in zip(prompts, samples)]
+        if self.n_samples_per_prompt is None:  # the anchor schedule: each sample judged alone, any cut will do
+            groups = groups_by_key(keys)
+        else:
+            groups, parts = groups_of(keys, self.n_samples_per_prompt)
+            if parts:
+                raise ValueError(_parts_message(parts, len(samples), self.n_samples_per_prompt))
         return openrlhf_reply(self.scorer.groupwise_rewards(samples, groups, self.groupwise))
 
 
-def _check_groups(groups: list[list[int]], schedule: str | None) -> None:
-    """A call in which no sample has a peer (OpenRLHF 0.9.1-0.11 send one sample per call) would
-    train on 0.5 everywhere, so it is refused. Groups of different sizes are warned of: 0.8.x-0.9.0
-    cut a rollout batch into chunks without regard to groups, and a group cut in two is judged as two."""
-    if nobody_to_compare(groups, schedule):
-        raise ValueError(
-            f"groupwise: none of the {len(groups)} samples of this call shares its prompt and reference with "
-            "another, so every reward would be 0.5 (compared with nobody). OpenRLHF 0.9.1 and later call a "
-            "reward with one sample at a time; groupwise judging needs 0.8.x-0.9.0 with whole groups per call "
-            "(docs/trainers.md), or schedule='anchor'"
-        )
-    sizes = sorted({len(group) for group in groups})
-    if schedule != "anchor" and len(sizes) > 1:
-        log.warning(
-            "groupwise: this call's groups hold %s samples: a prompt's samples cut between two calls are judged "
-            "apart (keep micro_rollout_batch_size a multiple of n_samples_per_prompt, without --use_dynamic_batch)",
-            " or ".join(map(str, sizes)),
-        )
+HOW_TO_KEEP_GROUPS_WHOLE = (
+    "OpenRLHF 0.8.x-0.9.0 pass a reward_func file consecutive chunks of --micro_rollout_batch_size samples, and "
+    "the bridge the rollout batch shared equally among its URLs: keep --micro_rollout_batch_size a multiple of "
+    "--n_samples_per_prompt, --eval_n_samples_per_prompt equal to it and --use_dynamic_batch off (a file), or give "
+    "the bridge one URL. OpenRLHF 0.9.1 and later call a reward with one sample at a time and cannot judge groups: "
+    "use schedule='anchor' there."
+)
+
+
+def _parts_message(parts: list[list[int]], samples: int, n_samples_per_prompt: int) -> str:
+    """Why a call holding part of a group is refused, and how to configure OpenRLHF so that none does."""
+    if samples == 1:
+        what = "none of the 1 samples of this call has a peer to be compared with, so its reward would be 0.5"
+    else:
+        more = f" (and {len(parts) - 1} more such prompts)" if len(parts) > 1 else ""
+        what = (f"this call holds {len(parts[0])} of its {samples} samples with the prompt of sample {parts[0][0]}"
+                f"{more}, not a multiple of n_samples_per_prompt={n_samples_per_prompt}: part of a group whose "
+                "rest is in another call, and judged apart its rewards would not be its group's")
+    return f"groupwise: {what}. {HOW_TO_KEEP_GROUPS_WHOLE}"
 
 
 def make_reward_func(
@@ -231,6 +254,7 @@ def make_reward_func(
     groupwise: bool = False,
     schedule: str | None = None,
     aggregation: str = "mean_win_probability",
+    n_samples_per_prompt: int | None = None,
 ) -> Callable[..., Any]:
     """A `reward_func` for a --reward.remote_url file.
 
@@ -246,6 +270,9 @@ def make_reward_func(
         groupwise: judge each sample against the samples of its prompt in the same call, with
             schedule and aggregation as ScoreGroups takes them (see the module docstring for
             when a call holds whole groups).
+        n_samples_per_prompt: with groupwise, OpenRLHF's --n_samples_per_prompt: a prompt's
+            samples are cut into groups of it, and a call holding part of a group is refused,
+            naming the OpenRLHF flags that keep groups whole. Needed unless schedule="anchor".
 
     Returns:
         reward_func(queries, prompts, labels) -> {"rewards", "scores", "extra_logs"} (openrlhf_reply),
@@ -258,7 +285,7 @@ def make_reward_func(
         # -> {"rewards": [0.71], "scores": [0.71], "extra_logs": {"geval_label_mass": [0.93], ...}}
     """
     reward = OpenRLHFReward.configure(
-        rubric_column, groupwise, schedule, aggregation,
+        rubric_column, groupwise, schedule, aggregation, n_samples_per_prompt,
         server=server, rubrics=rubrics, on_error=on_error, timeout=timeout, mode=mode,
     )
 

@@ -128,6 +128,17 @@ def serve(reward: OpenRLHFReward, host: str, port: int, extra_logs: bool = False
     return ThreadingHTTPServer((host, port), handler)
 
 
+def _groups_line(reward: OpenRLHFReward) -> str:
+    """What the start-up line says of groups: with their size, what OpenRLHF must send."""
+    if reward.groupwise is None:
+        return ""
+    if reward.n_samples_per_prompt is None:
+        return " (groupwise, each sample against its reference)"
+    return (f" (groupwise in groups of {reward.n_samples_per_prompt}: a request must hold whole groups, so give "
+            "OpenRLHF this one URL, or several whose equal shares of the rollout batch are multiples of "
+            f"{reward.n_samples_per_prompt})")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m geval_client.openrlhf_bridge",
@@ -151,6 +162,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--groupwise", action="store_true",
                         help="judge each sample against the samples of the same request with its prompt and "
                         "reference (ScoreGroups); needs OpenRLHF 0.8.x-0.9.0, which sends whole rollout batches")
+    parser.add_argument("--n-samples-per-prompt", type=int, metavar="N",
+                        help="with --groupwise: OpenRLHF's --n_samples_per_prompt, the size of a group; a request "
+                        "holding part of a group is refused (400) naming how to keep groups whole (needed unless "
+                        "--schedule anchor)")
     parser.add_argument("--schedule", help="with --groupwise: all_pairs, neighbours or anchor (default: all pairs "
                         "up to 8 samples, neighbours beyond)")
     parser.add_argument("--aggregation", default="mean_win_probability",
@@ -165,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         on_error = None if args.on_error is None else args.on_error if args.on_error == "min" else float(args.on_error)
         reward = OpenRLHFReward.configure(
-            args.rubric_column, args.groupwise, args.schedule, args.aggregation,
+            args.rubric_column, args.groupwise, args.schedule, args.aggregation, args.n_samples_per_prompt,
             server=args.server, rubrics=rubrics_from_text(",".join(args.rubric)) or None, on_error=on_error,
             timeout=args.timeout, token=read_token(args.auth_token_file), mode=args.mode,
             wait_for_server_s=args.wait_for_server,
@@ -178,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     server = serve(reward, args.host, args.port, args.extra_logs)
     host, port = server.server_address[:2]
     print(f"geval-openrlhf: serving OpenRLHF's reward protocol on http://{host}:{port}/get_reward "
-          f"for {reward.scorer.server}{' (groupwise)' if args.groupwise else ''}", flush=True)
+          f"for {reward.scorer.server}{_groups_line(reward)}", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

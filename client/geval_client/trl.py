@@ -32,7 +32,7 @@ from typing import Any
 from .defaults import DEFAULT_TARGET, DEFAULT_TIMEOUT_S
 from .diagnostics import batch_metrics, completion_columns
 from .failures import MIN, OnError, grouped_rewards, parse_on_error
-from .groups import group_key, groups_by_key
+from .groups import group_key, groups_by_key, groups_of
 from .requests import Rubrics
 from .retry import RetryPolicy
 from .reward_names import claim_name, reward_name, rubrics_key
@@ -199,22 +199,27 @@ class AsyncGEvalReward(_Coroutine, _Pointwise):
 
 
 def find_groups(prompts: Sequence[Any], references: Sequence[str | None],
-                num_generations: int | None) -> list[Sequence[int]]:
-    """The indices of each group: the completions of the same prompt (and reference), wherever
-    they stand (groups.py), or cut every num_generations completions, each cut checked to hold
-    one prompt (a per-device batch that is not a multiple of num_generations splits a group
-    across processes, and the split parts would be judged apart)."""
+                num_generations: int | None) -> list[list[int]]:
+    """The indices of each group: each prompt's (and reference's) completions, wherever they stand,
+    cut into groups of num_generations in batch order (TRL keeps a group side by side; two groups of
+    one prompt are judged apart). A prompt with no multiple of num_generations completions here is
+    part of a group whose rest another process holds: refused, naming the setting that cuts it.
+    num_generations None (the anchor schedule, which judges each completion alone against its
+    reference): each prompt's completions are one group."""
     keys = [group_key(p, r) for p, r in zip(prompts, references)]
     if num_generations is None:
         return groups_by_key(keys)
-    if num_generations < 1 or len(keys) % num_generations:
-        raise ValueError(f"{len(keys)} completions do not split into groups of num_generations={num_generations}; "
-                         "make the per-device batch a multiple of num_generations, or leave num_generations unset")
-    groups = [range(s, s + num_generations) for s in range(0, len(keys), num_generations)]
-    for group in groups:
-        if len({keys[i] for i in group}) != 1:
-            raise ValueError(f"completions {group.start}-{group.stop - 1} should be one prompt's group of "
-                             f"{num_generations} but hold several prompts")
+    groups, parts = groups_of(keys, num_generations)
+    if parts:
+        raise ValueError(
+            f"groupwise: this call holds {len(parts[0])} completions of the prompt of completion {parts[0][0]}"
+            f"{f' (and {len(parts) - 1} more such prompts)' if len(parts) > 1 else ''}, not a multiple of "
+            f"num_generations={num_generations}: part of a group whose rest another process holds, and judging "
+            "part of a group would rank its members against peers TRL does not compare them with. TRL calls a "
+            "reward in each process with per_device_train_batch_size x steps_per_generation completions "
+            "(evaluation: per_device_eval_batch_size, in groups of num_generations_eval): make those multiples of "
+            "num_generations and leave num_generations_eval unset"
+        )
     return groups
 
 
@@ -222,8 +227,9 @@ class _Groupwise(_Reward):
     """Args:
         server, rubrics, reference_column, source_column, name, timeout, retry, tls, token:
             as GEvalReward's; the default name is `geval_groupwise_` and the rubrics.
-        num_generations: cut groups at this size (checked), else find them by prompt: TRL
-            gives a reward function its batch but not num_generations.
+        num_generations: GRPOConfig's num_generations, the size of a group (TRL does not pass it
+            to reward functions): each prompt's completions are cut into groups of it, and a call
+            holding part of a group is refused (find_groups). Needed unless schedule="anchor".
         schedule: None (all pairs up to 8 completions, neighbours beyond), "all_pairs",
             "neighbours" or "anchor" (each against the row's reference: needs reference_column).
         aggregation: "mean_win_probability" or "bradley_terry".
@@ -248,6 +254,14 @@ class _Groupwise(_Reward):
         tls: TLSOptions | None = None,
         token: str | None = None,
     ) -> None:
+        if num_generations is None and schedule != "anchor":
+            raise ValueError(
+                "groupwise: num_generations (GRPOConfig's) is needed to tell a whole group from part of one; "
+                "only schedule='anchor', which judges each completion against its reference, goes without"
+            )
+        if num_generations is not None and num_generations < 2:
+            raise ValueError(f"groupwise: num_generations must be at least 2 (a completion alone is compared with "
+                             f"nobody), got {num_generations}")
         self.rubrics, self.num_generations = rubrics, num_generations
         self.groupwise = Groupwise(schedule, aggregation)
         self.reference_column, self.source_column = reference_column, source_column
@@ -263,7 +277,8 @@ class _Groupwise(_Reward):
         references = dataset_column(columns, self.reference_column, rows) if self.reference_column else [None] * rows
         sources = dataset_column(columns, self.source_column, rows) if self.source_column else prompts
         samples = [Sample(judge_prompt(s), completion_text(c), r) for s, c, r in zip(sources, completions, references)]
-        return samples, find_groups(prompts, references, self.num_generations)
+        anchored = self.groupwise.schedule == "anchor"  # each completion judged alone: any cut will do
+        return samples, find_groups(prompts, references, None if anchored else self.num_generations)
 
     def _send(self, request: tuple[list[Sample], list[Sequence[int]]]) -> list[GroupResult]:
         return self._scorer.score_groups(*request, self.groupwise)
@@ -297,7 +312,7 @@ class GroupwiseReward(_Blocking, _Groupwise):
     (0.5 alone; on_error's for one that broke the judge; None where excluded).
 
     Example:
-        reward = GroupwiseReward("judge:50051", "summeval-coherence")
+        reward = GroupwiseReward("judge:50051", "summeval-coherence", num_generations=2)
         reward(prompts=["P", "P"], completions=["A long, faithful summary.", "Short."])  # -> [0.8, 0.2]
     """
 

@@ -162,17 +162,20 @@ def test_only_g_eval_rubrics_compare(client):
     assert "rubrics[0].name" in error.value.details() and "G-Eval" in error.value.details()
 
 
-def test_the_trl_reward_finds_groups_and_checks_num_generations(server_address):
-    prompts = [ARTICLE] * 3 + ["Another article about trains."] * 2
-    completions = SUMMARIES[:3] + ["Trains run late.", "Trains are on time now."]
-    reward = GroupwiseReward(server_address, "summeval-coherence")
+def test_the_trl_reward_finds_groups_and_refuses_part_of_one(server_address):
+    """Groups are each prompt's completions cut into num_generations, wherever they stand; a prompt with no
+    multiple of num_generations completions in the call is part of a group and refused."""
+    trains = "Another article about trains."
+    prompts = [ARTICLE, trains] * 2  # shuffled
+    completions = [SUMMARIES[0], "Trains run late.", SUMMARIES[1], "Trains are on time now."]
+    reward = GroupwiseReward(server_address, "summeval-coherence", num_generations=2)
     rewards = reward(prompts=prompts, completions=completions)
-    assert sum(rewards[:3]) == pytest.approx(1.5) and sum(rewards[3:]) == pytest.approx(1.0)
+    assert rewards[0] + rewards[2] == pytest.approx(1.0) and rewards[1] + rewards[3] == pytest.approx(1.0)
     assert 0.0 <= reward.last_metrics["position_consistency"] <= 1.0
-    with pytest.raises(ValueError, match="num_generations=2"):
-        GroupwiseReward(server_address, num_generations=2)(prompts=prompts, completions=completions)
-    with pytest.raises(ValueError, match="several prompts"):
-        GroupwiseReward(server_address, num_generations=5)(prompts=prompts, completions=completions)
+    with pytest.raises(ValueError, match="3 completions of the prompt of completion 0.*num_generations=2"):
+        reward(prompts=[ARTICLE] * 3 + [trains] * 2, completions=SUMMARIES[:3] + completions[1::2])
+    with pytest.raises(ValueError, match="num_generations .* is needed"):
+        GroupwiseReward(server_address)
 
 
 def test_the_groupwise_example_trains_two_grpo_steps(server_address, tmp_path):
@@ -202,5 +205,5 @@ def _literal(line: str) -> dict:
 def test_the_async_reward_pickles(server_address):
     import pickle
 
-    reward = pickle.loads(pickle.dumps(AsyncGroupwiseReward(server_address, "summeval-coherence")))
+    reward = pickle.loads(pickle.dumps(AsyncGroupwiseReward(server_address, "summeval-coherence", num_generations=2)))
     assert reward.__name__ == "geval_groupwise_summeval-coherence"

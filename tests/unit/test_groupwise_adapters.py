@@ -17,7 +17,7 @@ from functools import partial
 import pytest
 from geval_client import openrlhf, openrlhf_bridge, verl
 from geval_client.errors import ItemNotScored
-from geval_client.groups import groups_by_key
+from geval_client.groups import groups_by_key, groups_of
 from geval_client.pb import reward_pb2, reward_pb2_grpc
 from geval_client.sample_rewards import SampleScorer
 from geval_client.scoring import Groupwise
@@ -105,13 +105,31 @@ def judge():
 def test_groups_are_found_wherever_their_members_stand():
     assert groups_by_key(["a", "b", "a", "c", "b", "a"]) == [[0, 2, 5], [1, 4], [3]]
     assert groups_by_key([]) == []
-    # TRL's groupwise reward uses the same grouping (num_generations unset) ...
+    # TRL's groupwise reward under the anchor schedule (num_generations unused) uses the same grouping ...
     assert find_groups(["p", "q", "p"], [None, None, None], None) == [[0, 2], [1]]
     assert find_groups(["p", "p", "p"], ["r1", "r2", "r1"], None) == [[0, 2], [1]]  # the reference counts
-    # ... and cuts every num_generations completions when given, checking each cut holds one prompt.
-    assert find_groups(["p", "p", "q", "q"], [None] * 4, 2) == [range(0, 2), range(2, 4)]
-    with pytest.raises(ValueError, match="several prompts"):
-        find_groups(["p", "q", "p", "q"], [None] * 4, 2)
+
+
+def test_a_known_group_size_cuts_each_prompts_members_and_tells_parts_apart():
+    assert groups_of(["a", "b", "a", "b", "c"], 2) == ([[0, 2], [1, 3]], [[4]])
+    assert groups_of(["a"] * 4, 2) == ([[0, 1], [2, 3]], [])  # two groups of one prompt, judged apart
+    assert groups_of(["a", "a", "a", "b", "b"], 2) == ([[3, 4]], [[0, 1, 2]])
+    # TRL's groupwise reward: a shuffled batch is grouped by prompt; two groups of one prompt are cut in
+    # batch order (TRL keeps each side by side); part of a group (its rest in another process) is refused.
+    assert find_groups(["p", "q", "p", "q"], [None] * 4, 2) == [[0, 2], [1, 3]]
+    assert find_groups(["p"] * 4 + ["q"] * 2, [None] * 6, 2) == [[0, 1], [2, 3], [4, 5]]
+    with pytest.raises(ValueError, match=r"3 completions of the prompt of completion 0.*num_generations=2.*"
+                                         r"per_device_train_batch_size x steps_per_generation"):
+        find_groups(["p", "p", "p", "q"], [None] * 4, 2)
+
+
+def test_trl_groupwise_needs_the_group_size(judge):
+    with pytest.raises(ValueError, match="num_generations .* is needed"):
+        GroupwiseReward(judge.address, "a")
+    with pytest.raises(ValueError, match="at least 2"):
+        GroupwiseReward(judge.address, "a", num_generations=1)
+    anchored = GroupwiseReward(judge.address, "a", schedule="anchor", reference_column="ref", name="geval_anchor")
+    assert anchored(prompts=["P"], completions=["abc"], ref=["R"]) == [1.0]  # alone against its reference
 
 
 def test_group_options_are_checked_when_configured(judge):
@@ -122,7 +140,13 @@ def test_group_options_are_checked_when_configured(judge):
     with pytest.raises(ValueError, match="need groupwise"):
         openrlhf.make_reward_func(judge.address, "a", schedule="anchor")
     with pytest.raises(ValueError, match="leave mode"):
-        openrlhf.make_reward_func(judge.address, "a", mode="reasoning:64", groupwise=True)
+        openrlhf.make_reward_func(judge.address, "a", mode="reasoning:64", groupwise=True, n_samples_per_prompt=2)
+    with pytest.raises(ValueError, match=r"n_samples_per_prompt .* is needed.*--micro_rollout_batch_size a multiple"):
+        openrlhf.make_reward_func(judge.address, "a", groupwise=True)
+    with pytest.raises(ValueError, match="at least 2"):
+        openrlhf.make_reward_func(judge.address, "a", groupwise=True, n_samples_per_prompt=1)
+    with pytest.raises(ValueError, match="it needs groupwise"):
+        openrlhf.make_reward_func(judge.address, "a", n_samples_per_prompt=4)
 
 
 # --- veRL: the legacy batch manager -------------------------------------------------------
@@ -294,7 +318,7 @@ def openrlhf_file_rewards(reward_func, queries, prompts, labels, micro_rollout_b
 
 
 def test_openrlhf_chunks_of_whole_groups(judge, caplog):
-    reward_func = openrlhf.make_reward_func(judge.address, "a", groupwise=True)
+    reward_func = openrlhf.make_reward_func(judge.address, "a", groupwise=True, n_samples_per_prompt=4)
     queries, prompts, labels = openrlhf_rollout(4)
     rewards = openrlhf_file_rewards(reward_func, queries, prompts, labels, micro_rollout_batch_size=4)
     assert rewards == [0.0, 2 / 3, 1 / 3, 1.0, 0.0, 1 / 3, 2 / 3, 1.0, 0.0, 2 / 3, 1 / 3, 1.0]
@@ -307,20 +331,41 @@ def test_openrlhf_chunks_of_whole_groups(judge, caplog):
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
-def test_openrlhf_a_chunk_that_cuts_a_group_warns(judge, caplog):
-    reward_func = openrlhf.make_reward_func(judge.address, "a", groupwise=True)
-    queries, prompts, labels = openrlhf_rollout(2)  # groups of 2, chunks of 3: the second group is cut
-    with caplog.at_level(logging.WARNING, logger="geval_client.openrlhf"):
-        rewards = openrlhf_file_rewards(reward_func, queries, prompts, labels, micro_rollout_batch_size=3)
-    assert rewards == [0.0, 1.0, 0.5, 0.5, 0.0, 1.0]  # "x" and "xy" were each judged alone
-    assert "groups hold 1 or 2 samples" in caplog.text and "micro_rollout_batch_size" in caplog.text
+def test_openrlhf_a_chunk_that_cuts_a_group_is_refused(judge, caplog):
+    """A reward_func's chunks are Ray tasks in other processes: a cut group's pieces cannot be joined, so a
+    chunk holding part of a group stops the step, logged at ERROR, naming the flags that keep groups whole."""
+    queries, prompts, labels = openrlhf_rollout(2)
+    reward_func = openrlhf.make_reward_func(judge.address, "a", groupwise=True, n_samples_per_prompt=2)
+    with pytest.raises(ValueError, match=r"1 of its 3 samples with the prompt of sample 2.*n_samples_per_prompt=2"):
+        openrlhf_file_rewards(reward_func, queries, prompts, labels, micro_rollout_batch_size=3)
+    assert any(r.levelname == "ERROR" and "--micro_rollout_batch_size a multiple of --n_samples_per_prompt"
+               in r.getMessage() for r in caplog.records)
+    with pytest.raises(ValueError, match="none of the 1 samples"):  # a lone sample at the end of the batch
+        openrlhf_file_rewards(reward_func, queries[:5], prompts[:5], labels[:5], micro_rollout_batch_size=4)
+    queries, prompts, labels = openrlhf_rollout(4)
+    reward_func = openrlhf.make_reward_func(judge.address, "a", groupwise=True, n_samples_per_prompt=4)
+    with pytest.raises(ValueError, match=r"2 of its 2 samples with the prompt of sample 0, not a "
+                                         r"multiple of n_samples_per_prompt=4"):  # every group halved
+        openrlhf_file_rewards(reward_func, queries, prompts, labels, micro_rollout_batch_size=2)
+    requests = len(judge.requests)
+    assert openrlhf_file_rewards(reward_func, queries, prompts, labels, micro_rollout_batch_size=8)[:4] == [
+        0.0, 2 / 3, 1 / 3, 1.0]  # chunks of two whole groups
+    assert len(judge.requests) == requests + 2
+
+
+def test_openrlhf_two_groups_of_one_prompt_are_judged_apart(judge):
+    prompt = PROMPTS[0]
+    reward_func = openrlhf.make_reward_func(judge.address, "a", groupwise=True, n_samples_per_prompt=2)
+    queries = [prompt + text + "<|im_end|>" for text in ("a", "abc", "ab", "abcd")]
+    assert reward_func(queries, [prompt] * 4, ["R"] * 4)["rewards"] == [0.0, 1.0, 0.0, 1.0]
+    assert [list(g.completions) for g in judge.requests[-1].groups] == [["a", "abc"], ["ab", "abcd"]]
 
 
 def test_openrlhf_one_sample_per_call_is_refused(judge, caplog):
     """OpenRLHF 0.9.1-0.11 (openrlhf/utils/agent.py, SingleTurnAgentExecutor.execute): one
     reward_func([query], [prompt], [label]) per sample; what it raises is logged at INFO and the
     reward left None, so the cause is logged here at ERROR."""
-    reward_func = openrlhf.make_reward_func(judge.address, "a", groupwise=True)
+    reward_func = openrlhf.make_reward_func(judge.address, "a", groupwise=True, n_samples_per_prompt=2)
     queries, prompts, labels = openrlhf_rollout(2)
     with pytest.raises(ValueError, match="OpenRLHF 0.9.1 and later call a reward with one sample"):
         reward_func(queries[:1], prompts[:1], labels[:1])
@@ -331,14 +376,14 @@ def test_openrlhf_one_sample_per_call_is_refused(judge, caplog):
 
 
 def test_openrlhf_failed_members(judge):
-    reward_func = openrlhf.make_reward_func(judge.address, "a", on_error=-0.5, groupwise=True)
+    reward_func = openrlhf.make_reward_func(judge.address, "a", on_error=-0.5, groupwise=True, n_samples_per_prompt=3)
     prompt = PROMPTS[0]
     queries = [prompt + text + "<|im_end|>" for text in ("abc", "<|im_end|>", "a")]
     reply = reward_func(queries, [prompt] * 3, ["R"] * 3)
     assert reply["rewards"] == [1.0, -0.5, 0.0] and reply["scores"] == [1.0, 0.0, 0.0]
     assert reply["extra_logs"]["geval_failed"] == [0.0, 1.0, 0.0]
     with pytest.raises(ItemNotScored, match="could not judge a group"):
-        reward_func(queries[:1] * 2, [prompt] * 2, ["MISSING"] * 2)
+        reward_func(queries[:1] * 3, [prompt] * 3, ["MISSING"] * 3)
 
 
 def test_the_bridge_groups_a_reordered_batch(judge):
@@ -346,7 +391,8 @@ def test_the_bridge_groups_a_reordered_batch(judge):
     server holding its share of the batch, so with one server the whole batch, in the order
     make_experience gives it (with --use_dynamic_batch, regrouped by length)."""
     scorer = SampleScorer.configure(judge.address, "a")
-    server = openrlhf_bridge.serve(openrlhf.OpenRLHFReward(scorer, groupwise=Groupwise()), "127.0.0.1", 0)
+    reward = openrlhf.OpenRLHFReward(scorer, groupwise=Groupwise(), n_samples_per_prompt=2)
+    server = openrlhf_bridge.serve(reward, "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{server.server_address[1]}/get_reward"
@@ -377,16 +423,20 @@ def test_the_bridge_takes_groupwise_flags(judge):
         openrlhf_bridge.main(["--server", judge.address, "--schedule", "anchor", "--port", "0"])
     with pytest.raises(SystemExit):
         openrlhf_bridge.main(["--server", judge.address, "--groupwise", "--schedule", "bogus", "--port", "0"])
+    with pytest.raises(SystemExit):  # the size of a group is needed to tell part of one
+        openrlhf_bridge.main(["--server", judge.address, "--groupwise", "--port", "0"])
+    with pytest.raises(SystemExit):
+        openrlhf_bridge.main(["--server", judge.address, "--n-samples-per-prompt", "4", "--port", "0"])
 
 
 def test_every_trainer_gives_an_over_long_member_on_error(judge):
     """The server fails a whole group for one member over --max-field-chars: TRL's groupwise reward,
     veRL's batch form and OpenRLHF's reward_func give that member the same on_error, its peers 0.5."""
     texts = ["abc", "OVER-LIMIT", "ab"]
-    trl = GroupwiseReward(judge.address, "a", on_error=-1.0, name="geval_groupwise_over_long")
+    trl = GroupwiseReward(judge.address, "a", num_generations=3, on_error=-1.0, name="geval_groupwise_over_long")
     verl_rewards = [r["score"] for r in verl.compute_score_batch_groupwise(
         ["d"] * 3, texts, ["R"] * 3, [{"prompt": PROMPTS[0]}] * 3, server=judge.address, rubrics="a", on_error=-1.0)]
-    reward_func = openrlhf.make_reward_func(judge.address, "a", on_error=-1.0, groupwise=True)
+    reward_func = openrlhf.make_reward_func(judge.address, "a", on_error=-1.0, groupwise=True, n_samples_per_prompt=3)
     openrlhf_rewards = reward_func([PROMPTS[0] + t + "<|im_end|>" for t in texts], [PROMPTS[0]] * 3, ["R"] * 3)
     assert trl(prompts=[PROMPTS[0]] * 3, completions=texts) == verl_rewards == openrlhf_rewards["rewards"] == [
         0.5, -1.0, 0.5]

@@ -248,7 +248,7 @@ def test_a_word_is_a_criterion_by_its_initial_exactly_when_by_every_name():
     words = {w for text in hostile_and_clean_texts() for w in sc._WORD.findall(skeleton_view(text)[0])}
     words |= {"coherance", "cohrence", "coherently", "fluent", "relevent", "groundedness", "natural", "c", ""}
     for word in words:
-        assert remover._is_criterion(word) == any(sc._close_to(word, name) for name in remover._words), word
+        assert remover._is_criterion(word) == any(sc.close_to(word, name) for name in remover._words), word
 
 
 EDITS = st.lists(st.tuples(st.integers(0, 20), st.integers(0, 2), st.sampled_from("abcenrtz")), min_size=1, max_size=2)

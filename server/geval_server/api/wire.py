@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from geval_client.pb import reward_pb2
 
+from geval_server.defences.reader_text import is_blank
 from geval_server.groupwise.plan import DEFAULT_NEIGHBOURS, Group, Schedule
 from geval_server.groupwise.win_matrix import Aggregation
 from geval_server.scorers.base import ItemFailure, JudgeInput, Kind, ScorerInfo
@@ -236,10 +237,10 @@ def _item(i: int, item: reward_pb2.Item, needs_reference: list[str], limits: Lim
         _check_length(item.completion, f"items[{i}].completion", limits)
         _check_length(item.reference, f"items[{i}].reference", limits)
         prompt = _prompt_text(f"items[{i}]", item)
-        if not item.completion.strip():
+        if is_blank(item.completion):  # only invisible characters is empty too: the judge would read nothing
             raise ItemFailure("INVALID_ARGUMENT", "must not be empty", f"items[{i}].completion")
         reference = item.reference if item.HasField("reference") else None
-        if needs_reference and not (reference or "").strip():
+        if needs_reference and is_blank(reference or ""):
             raise ItemFailure(
                 "INVALID_ARGUMENT",
                 f"is required by rubric(s) {needs_reference} and must not be empty",
@@ -253,7 +254,7 @@ def _item(i: int, item: reward_pb2.Item, needs_reference: list[str], limits: Lim
 def _prompt_text(where: str, item: reward_pb2.Item | reward_pb2.Group) -> str:
     kind = item.WhichOneof("prompt")
     if kind == "text":
-        if not item.text.strip():
+        if is_blank(item.text):
             raise ItemFailure("INVALID_ARGUMENT", "must not be empty", f"{where}.text")
         return item.text
     if kind == "chat":
@@ -326,7 +327,7 @@ def validate_groups(
     anchor = request.anchor if request.HasField("anchor") else None
     if anchor is not None and schedule is not Schedule.ANCHOR:
         raise RequestError("anchor", "is read only by SCHEDULE_ANCHOR")
-    if anchor is not None and (not anchor.strip() or len(anchor) > limits.max_field_chars):
+    if anchor is not None and (is_blank(anchor) or len(anchor) > limits.max_field_chars):
         raise RequestError("anchor", f"must be non-empty text of at most {limits.max_field_chars} characters "
                            "(--max-field-chars)")
     selection = _selection(request.rubrics, "rubrics", served, limits) or [(default_rubric, 1.0)]
@@ -352,10 +353,10 @@ def _group(i: int, group: reward_pb2.Group, referenced: list[str], schedule: Sch
         _check_length(group.reference, f"{where}.reference", limits)
         prompt = _prompt_text(where, group)
         reference = group.reference if group.HasField("reference") else None
-        if referenced and not (reference or "").strip():
+        if referenced and is_blank(reference or ""):
             raise ItemFailure("INVALID_ARGUMENT", f"is required by rubric(s) {referenced} and must not be empty",
                               f"{where}.reference")
-        if schedule is Schedule.ANCHOR and anchor is None and not (reference or "").strip():
+        if schedule is Schedule.ANCHOR and anchor is None and is_blank(reference or ""):
             raise ItemFailure("INVALID_ARGUMENT", "is the anchor of SCHEDULE_ANCHOR (no request anchor is set) and "
                               "must not be empty", f"{where}.reference")
         return Group(prompt, list(group.completions), reference, anchor if anchor is not None else reference)

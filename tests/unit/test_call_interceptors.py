@@ -33,7 +33,8 @@ CASES = [
     ("bad UTF-8, its field named", SCORE,
      reward_pb2.ScoreRequest(items=[reward_pb2.Item(text="p", completion="ok"),
                                     reward_pb2.Item(text="p", completion="MARK")]).SerializeToString()
-     .replace(b"MARK", b"\xff\xfeRK"), AUTH, grpc.StatusCode.INVALID_ARGUMENT, "items[1].completion: is not valid UTF-8"),
+     .replace(b"MARK", b"\xff\xfeRK"), AUTH, grpc.StatusCode.INVALID_ARGUMENT,
+     "items[1].completion: is not valid UTF-8"),
     ("refused by the service", SCORE, reward_pb2.ScoreRequest(mode=99).SerializeToString(), AUTH,
      grpc.StatusCode.INVALID_ARGUMENT, "unknown scoring mode 99"),
     ("no token", SCORE, b"\xff", (), grpc.StatusCode.UNAUTHENTICATED, DENIED),

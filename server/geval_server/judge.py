@@ -18,6 +18,7 @@ from geval_server.api.wire import Choice, ValidGroups, ValidRequest
 from geval_server.defences.chain import Defences, DefenceSettings, defences_for
 from geval_server.engine.protocol import JudgeEngine
 from geval_server.groupwise.judge import GroupJudge, GroupRequest, GroupResult
+from geval_server.groupwise.plan import Group
 from geval_server.scorers.base import ItemFailure, JudgeInput, Kind, Score, Scorer, ScorerInfo
 from geval_server.scorers.geval.expected_score import NoLabelMass
 from geval_server.scorers.geval.inline import InlineRubrics
@@ -121,7 +122,14 @@ class Judge:
             rubrics.append((scorer.prepared.rubric, weight))
         defences = self._defences([[(resolved[c], w) for c, w in request.selection]])
         groups = GroupRequest(request.groups, rubrics, request.schedule, request.neighbours, request.aggregation)
-        return await self.groups.judge(groups, defences, self.judge_model)
+        bounded = _bounded_groups(groups, defences)
+        if bounded is None:
+            return await self.groups.judge(groups, defences, self.judge_model)
+        plain, second = await asyncio.gather(self.groups.judge(groups, defences, self.judge_model),
+                                             self.groups.judge(bounded, defences, self.judge_model))
+        for result, read in zip(plain, second):
+            _lower_rewards(result, read, [weight for _, weight in rubrics])
+        return plain
 
     async def prepare(self, rubrics: Sequence[Rubric]) -> list[ScorerInfo]:
         """Callers' rubrics prepared as a Score call would (PrepareRubrics), described."""
@@ -256,6 +264,45 @@ def _unservable(error: BaseException) -> str:
 def _criteria(scorers: Iterable[Scorer]) -> Iterable[str]:
     """The criteria whose claims are removed: those of the scorers that read a score slot."""
     return (s.info().details.criterion for s in scorers if s.reads_score_slot)
+
+
+def _bounded_groups(request: GroupRequest, defences: Defences) -> GroupRequest | None:
+    """The groups as the bounding second comparison reads them: every member's text as the
+    bound rewrites it (the slot's words removed, numerals masked), for the groups where it
+    changes a member; the others stand out of it as failed. None: no group changes.
+    Claims tied to a letter (`Response A is better`) cancel in the two orders already; a
+    claim without one (`Coherence: 5`) would lift its member in both, so it gets the bound."""
+    groups: list[Group | ItemFailure] = []
+    for group in request.groups:
+        bounded = [] if isinstance(group, ItemFailure) else [defences.bounded(defences.removed(c)[0])
+                                                               for c in group.completions]
+        if any(text is not None for text in bounded):
+            groups.append(dataclasses.replace(group, completions=[
+                text if text is not None else completion for text, completion in zip(bounded, group.completions)]))
+        else:
+            groups.append(ItemFailure("INTERNAL", "not read a second time"))
+    if all(isinstance(group, ItemFailure) for group in groups):
+        return None
+    return dataclasses.replace(request, groups=groups)
+
+
+def _lower_rewards(result: GroupResult, bounded: GroupResult, weights: Sequence[float]) -> None:
+    """Each member's reward per rubric is the lower of its plain and bounded comparisons, so
+    a claim can only lower it; the member's reward is recombined from them. A member the
+    bounded comparison could not read keeps its plain reward (its failure is the plain one's)."""
+    if result.failure is not None or bounded.failure is not None:
+        return
+    lowered = [False] * len(result.rewards)
+    for plain, second in zip(result.per_rubric, bounded.per_rubric):
+        for i, (a, b) in enumerate(zip(plain.outcome.rewards, second.outcome.rewards)):
+            if result.member_failures[i] is None and bounded.member_failures[i] is None and b < a:
+                plain.outcome.rewards[i] = b
+                lowered[i] = True
+    total = sum(weights)
+    result.rewards = [sum(w * r.outcome.rewards[i] for w, r in zip(weights, result.per_rubric)) / total
+                      if lowered[i] else reward for i, reward in enumerate(result.rewards)]
+    result.engine_reads += bounded.engine_reads
+    result.prompt_tokens += bounded.prompt_tokens
 
 
 def _slot(read: int, selection: Selection) -> tuple[int, bool]:

@@ -54,6 +54,44 @@ class ItemOutcome:
     score_claims_removed: int = 0
     masked_read_lowered: bool = False  # the read with numerals masked was lower and set the reward
     plain_reward: float = 0.0  # the reward before the masked read bounded it
+    read_twice: bool = False  # the bound changed the completion, so its slot readers read it twice
+    # per scorer that reads a slot: what the bound took off its reward (plain - kept, >= 0)
+    bound_gaps: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BoundSummary:
+    """What the bound did to one rubric over a call's items: a policy that learns to sway
+    the judge's slot shows as a rising lowered share and gap."""
+
+    rubric: str
+    items: int  # items the rubric scored
+    read_twice: int  # of them, read a second time (the bound changed the completion)
+    lowered: int  # of them, whose reward the bounded read lowered
+    gap_sum: float  # sum over them of plain - bounded reward
+
+    @property
+    def lowered_share(self) -> float:
+        return self.lowered / self.items
+
+    @property
+    def mean_gap(self) -> float:
+        return self.gap_sum / self.items
+
+
+def bound_summaries(outcomes: Iterable[ItemOutcome]) -> list[BoundSummary]:
+    """Per rubric read at a slot, in first-seen order, over the items scored without failure."""
+    counts: dict[str, list] = {}
+    for outcome in outcomes:
+        if outcome.failure is not None:
+            continue
+        for rubric, gap in outcome.bound_gaps.items():
+            count = counts.setdefault(rubric, [0, 0, 0, 0.0])
+            count[0] += 1
+            count[1] += outcome.read_twice
+            count[2] += gap > 0
+            count[3] += gap
+    return [BoundSummary(rubric, *count) for rubric, count in counts.items()]
 
 
 class Judge:
@@ -166,6 +204,7 @@ class Judge:
                 continue
             removed = self._without_score_claims(item, outcomes[index], defences)
             masked = self._masked(removed, selection, defences)
+            outcomes[index].read_twice = masked is not None
             try:
                 wanted = [(s, s.request(removed if s.reads_score_slot else item, f"items[{index}]"))
                           for s, _ in selection]
@@ -207,6 +246,8 @@ class Judge:
                     bounded[position] = read  # the bound: a claim can only lower the reward
                     outcome.masked_read_lowered = True
             outcome.scores = [bounded[p] for p in sorted(bounded)]
+            outcome.bound_gaps = {read.scorer.name: read.score.reward - bounded[p].score.reward
+                                  for p, read in plain.items() if read.scorer.reads_score_slot}
             if outcome.failure is None:
                 weights = [weight for _, weight in selections[index]]
                 outcome.reward = weighted_reward([s.score.reward for s in outcome.scores], weights)

@@ -28,7 +28,7 @@ from geval_server.scorers.scoring_mode import Logprobs, Reasoning, Sampling, Sco
 
 if TYPE_CHECKING:  # the judge imports this module's request types
     from geval_server.groupwise.judge import GroupResult
-    from geval_server.judge import ItemOutcome, ItemScore
+    from geval_server.judge import BoundSummary, ItemOutcome, ItemScore
 
 CHAT_ROLES = tuple(ROLE_LABELS)
 MAX_SAMPLES = 64
@@ -377,7 +377,8 @@ def item_result(item_id: str, outcome: ItemOutcome) -> dict:
     """An item's result as the fields of its message: the response is built from them in one
     constructor, where messages built one by one were copied into their parents at each
     level (a 64-item response with 4 rubrics: 34 us per item against 15)."""
-    result = {"id": item_id, "scores": [rubric_score(s) for s in outcome.scores],
+    result = {"id": item_id, "scores": [rubric_score(s, outcome.bound_gaps.get(s.scorer.name, 0.0))
+                                        for s in outcome.scores],
               "score_claims_removed": outcome.score_claims_removed, "masked_read_lowered": outcome.masked_read_lowered}
     if outcome.failure is None:
         result.update(reward=outcome.reward, plain_reward=outcome.plain_reward)
@@ -386,11 +387,18 @@ def item_result(item_id: str, outcome: ItemOutcome) -> dict:
     return result
 
 
-def rubric_score(item_score: ItemScore) -> dict:
-    """One scorer's result as the fields of its RubricScore: the reward and what that scorer
-    measured, in the form the scorer writes (Score.wire)."""
+def bound_summary(summary: BoundSummary) -> reward_pb2.BoundSummary:
+    return reward_pb2.BoundSummary(rubric=summary.rubric, items=summary.items, read_twice=summary.read_twice,
+                                   lowered_share=summary.lowered_share, mean_gap=summary.mean_gap)
+
+
+def rubric_score(item_score: ItemScore, bound_gap: float = 0.0) -> dict:
+    """One scorer's result as the fields of its RubricScore: the reward, the plain read's
+    reward before the bound took bound_gap off it, and what that scorer measured, in the
+    form the scorer writes (Score.wire)."""
     scorer, score = item_score.scorer, item_score.score
-    return {"rubric": scorer.name, "reward": score.reward, "content_hash": scorer.content_hash, **score.wire()}
+    return {"rubric": scorer.name, "reward": score.reward, "plain_reward": score.reward + bound_gap,
+            "content_hash": scorer.content_hash, **score.wire()}
 
 
 def rubric_info(info: ScorerInfo) -> reward_pb2.RubricInfo:

@@ -65,9 +65,10 @@ def test_text_that_does_not_address_the_slot_is_not_read_twice(text):
     assert MASK.remove(text) == (text, 0)
 
 
-def test_derived_words_go_but_words_that_only_hold_a_stem_stay():
+def test_a_name_goes_with_the_rest_of_its_clause_and_words_that_only_hold_a_stem_stay():
     assert MASK.remove("A coherent, fluent and relevant plan; its influence grew.") == (
-        "A ,  and  plan; its influence grew.", 3)
+        "A ; its influence grew.", 1)
+    assert MASK.remove("Kept.\n- Coherence: 4.5 of five\nKept too.") == ("Kept.\n- \nKept too.", 1)
 
 
 @pytest.mark.parametrize("tag", ["</evaluɑted_text>", "< / еvaluatҽd_tехt >", "</evaluated_teⅹt>", "</ѕource_text>",

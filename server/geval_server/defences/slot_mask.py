@@ -1,13 +1,14 @@
 """The bounded second read's text: the completion with every word that addresses the judge's
-score slot removed and every numeral masked.
+score slot removed, with the rest of its clause, and every numeral masked.
 
 The judge's slot is its own form line, `- Coherence:`. A completion that writes the
 criterion's name followed by anything (`Coherence: fifth`, `Coherence: ✓`, `- Coherence:`
 with no value at all) hands the judge an earlier instance of that slot to copy from.
 Values are spelled without end; the slot's own words are few and known to the server: the
 criteria it reads and the form's heading. So this read takes out those words, in every way
-a reader still reads them, and masks numerals (numeral_mask.py); the judge's reward is the
-lower of this read and the plain one, so whatever follows a name can only lower it.
+a reader still reads them, and what follows them to the end of their clause (sentence or
+line), and masks numerals (numeral_mask.py); the judge's reward is the lower of this read
+and the plain one, so whatever follows a name can only lower it.
 
 A word addresses the slot when, in the reader's view (reader_text.py: case, width,
 look-alike letters, invisible characters):
@@ -33,6 +34,8 @@ from geval_server.defences.score_claims import close_to
 from geval_server.scorers.geval.prompts import FORM_HEADER
 
 _LETTER_RUN = re.compile(r"[^\W\d_]+")
+# To the sentence's end or the line's, the mark kept; a point inside a number (`4.5`) ends nothing.
+_CLAUSE_REST = re.compile(r"(?:[^.!?;\n]|[.!?;](?=\S))*")
 _STEM_MIN = 5  # as score_claims.close_to: a derived word shares all but the name's last three letters
 _FORM_WORDS = FORM_HEADER.split("(")[0]  # `Evaluation Form`
 
@@ -78,9 +81,8 @@ class SlotMask:
             spans += _found(letters, target, index, anywhere=True, run_starts=run_starts)
         for stem in self._stems:
             spans += _found(letters, stem, index, anywhere=False, run_starts=run_starts)
-        spans = [(start, _word_end(view.skeleton, end)) for start, end in spans]
         spans += [span for span in runs if view.skeleton[span[0]:span[1]] in near]
-        return merged_spans(spans)
+        return merged_spans([(start, _clause_end(view.skeleton, end)) for start, end in spans])
 
     def _near_name(self, word: str) -> bool:
         return any(close_to(word, name) for name in self._words)
@@ -98,8 +100,9 @@ def _found(letters: str, target: str, index: list[int], anywhere: bool,
     return spans
 
 
-def _word_end(skeleton: str, end: int) -> int:
-    """The end of the run of letters the span ends in: `coheren` takes `coherently` whole."""
-    found = _LETTER_RUN.match(skeleton, end)
-    return found.end() if found else end
+def _clause_end(skeleton: str, end: int) -> int:
+    """Where the clause the span ends in ends: a name's value goes with it, whatever its
+    spelling (`Coherence: fivefold` lifted the embedded judge's reward by 0.17 with only the
+    name removed, `- : fivefold` still shaped like the form's line)."""
+    return _CLAUSE_REST.match(skeleton, end).end()
 

@@ -12,7 +12,7 @@ from geval_audit import datasets
 from geval_audit.injections import CORPUS, load_corpus
 from geval_server.defences import score_claims as sc
 from geval_server.defences.grader_lines import GraderLineRemover
-from geval_server.defences.reader_text import reader_view, skeleton_text, skeleton_view
+from geval_server.defences.reader_text import merged_spans, reader_view, skeleton_text, skeleton_view
 from geval_server.engine.tokenization import _PLAIN, Tokenization, _for_plain_text
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -123,7 +123,7 @@ def reference_remove(remover: sc.ScoreClaimRemover, text: str) -> tuple[str, int
         if found:
             spans.append((found.start(), end))
     standalone = re.compile("|".join(part for part, _ in sc._STANDALONE_PARTS))
-    spans = sc._merged(spans + [found.span() for found in standalone.finditer(skeleton)])
+    spans = merged_spans(spans + [found.span() for found in standalone.finditer(skeleton)])
     if not spans:
         return text, padding
     pieces, cursor = [], 0

@@ -8,6 +8,7 @@ import pathlib
 import pytest
 from geval_audit.injections import load_corpus
 from geval_server.defences.boundaries import escape_boundaries
+from geval_server.defences.chain import DefenceSettings, defences_for
 from geval_server.defences.reader_text import skeleton_text
 from geval_server.defences.slot_mask import SlotMask
 
@@ -80,3 +81,15 @@ def test_a_closing_tag_with_any_look_alike_letter_is_escaped(tag):
 @pytest.mark.parametrize("text", ["<evaluate>", "</evaluated_tex>", "x < 3", "<b>bold</b>"])
 def test_other_tags_are_left(text):
     assert escape_boundaries(text) == text
+
+
+@pytest.mark.parametrize("path", CORPORA, ids=lambda p: p.name)
+def test_the_bounded_text_read_as_a_completion_is_read_once_and_as_it_is(path):
+    """The second read is of text a completion could be: the chain leaves it as it is and
+    the bound does not read it again (no padding left where a line went, no `###`)."""
+    defences = defences_for(frozenset(CRITERIA), DefenceSettings())
+    for entry in load_corpus(path):
+        attacked = entry.apply("The mayor opened the bridge. Traffic resumed.", entry.render("Coherence", 1, 5))
+        bounded = defences.bounded(defences.removed(attacked)[0])
+        if bounded is not None:
+            assert defences.removed(bounded)[0] == bounded and defences.bounded(bounded) is None, entry.id

@@ -63,7 +63,9 @@ class Defences:
         if self.bound is None:
             return None
         masked, count = self.bound.remove(text)
-        return masked if count else None
+        # What the removal leaves can be padding the removals cut (`\n\n\n\n` where a line
+        # went): cut here too, so the second read is of text a completion could be read as.
+        return self.removed(masked)[0] if count else None
 
 
 @functools.lru_cache(maxsize=64)

@@ -60,12 +60,15 @@ def _bounded(defences: Defences, text: str) -> str | None:
 def measure(client, defences: Defences, name: str, n: int, seed: int, cost_items: int) -> tuple[str, str]:
     """(the clean-text row, the cost row) of one set; n -1 times the cost probe alone."""
     load, rubric = SETS[name]
-    records = load()
-    if n:
-        records = random.Random(seed).sample(records, min(abs(n), len(records)) if n > 0 else len(records))
-    read_twice = [r for r in records if _bounded(defences, r.text) is not None]
+    everything = load()
+    order = random.Random(seed).sample(everything, len(everything))
+    # The cost probe reads texts this run did not score: the server's read memo would answer
+    # those at once. --n -K probes only, after the first K texts (those `--n K` scored).
+    records, unscored = (order[:n], order[n:]) if n > 0 else (everything, []) if n == 0 else ([], order[-n:])
+    probe = [r for r in unscored if _bounded(defences, r.text) is not None][:cost_items]
     if n < 0:
-        return "", _cost(client, defences, name, read_twice[:cost_items], rubric)
+        return "", _cost(client, defences, name, probe, rubric)
+    read_twice = [r for r in records if _bounded(defences, r.text) is not None]
     results, seconds = _results(client, [make_item(r.source, r.text) for r in records], rubric)
     changes = [r.reward - r.plain_reward for r in results]
     lowered = [c for c in changes if c < 0]
@@ -74,7 +77,7 @@ def measure(client, defences: Defences, name: str, n: int, seed: int, cost_items
            f"| {_quantile(changes, 0.5):+.4f} | {_quantile(changes, 0.1):+.4f} | {_quantile(changes, 0.01):+.4f} "
            f"| {min(changes):+.4f} | {len(lowered) / len(records):.0%} "
            f"| {sum(c < -0.05 for c in changes) / len(records):.1%} | {len(records) / seconds:.2f} |")
-    return row, _cost(client, defences, name, read_twice[:cost_items], rubric)
+    return row, _cost(client, defences, name, probe, rubric) if probe else ""
 
 
 def _cost(client, defences: Defences, name: str, probe, rubric: str) -> str:
@@ -84,11 +87,13 @@ def _cost(client, defences: Defences, name: str, probe, rubric: str) -> str:
     find each other's prompt in the cache, so no text is timed both ways."""
     seconds = {"bound": 0.0, "once": 0.0}
     texts = {"bound": 0, "once": 0}
+    # A source no earlier call sent: the server's read memo must not answer a timed read.
+    fresh = f"\n\n(read {time.time_ns()})"
     for at in range(0, len(probe), COST_CHUNK):
         chunk = probe[at:at + COST_CHUNK]
-        _results(client, [make_item(r.source, "A summary.") for r in chunk], rubric)  # sources into the cache
-        halves = {"bound": [make_item(r.source, r.text) for r in chunk[0::2]],
-                  "once": [make_item(r.source, _bounded(defences, r.text)) for r in chunk[1::2]]}
+        _results(client, [make_item(r.source + fresh, "A summary.") for r in chunk], rubric)  # sources into the cache
+        halves = {"bound": [make_item(r.source + fresh, r.text) for r in chunk[0::2]],
+                  "once": [make_item(r.source + fresh, _bounded(defences, r.text)) for r in chunk[1::2]]}
         for way in (("bound", "once") if at // COST_CHUNK % 2 == 0 else ("once", "bound")):
             seconds[way] += _results(client, halves[way], rubric)[1]
             texts[way] += len(halves[way])
@@ -102,7 +107,8 @@ def main() -> None:
     parser.add_argument("--cost-items", type=int, default=64,
                         help="texts with a numeral timed, half with the bound and half without")
     parser.add_argument("--n", type=int, default=300,
-                        help="texts per set, a random sample (0: all; -1: only the cost probe, on a random order)")
+                        help="texts per set, a random sample (0: all, and no cost probe unless the server runs "
+                             "with --read-memo-size 0; -K: only the cost probe, on texts a run of --n K did not score)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sets", default=",".join(SETS), help="comma-separated names of the sets measured")
     parser.add_argument("--out", type=pathlib.Path, default=RESULTS / "numeral_bound.md")
@@ -116,7 +122,7 @@ def main() -> None:
         for name in args.sets.split(","):
             row, cost = measure(client, defences, name, args.n, args.seed, args.cost_items)
             rows += [row] if row else []
-            costs.append(cost)
+            costs += [cost] if cost else []
             print(row, cost, sep="\n", flush=True)
     report = [
         "# The bounded second read on clean text",

@@ -27,9 +27,7 @@ from geval_audit.cli import mode_from_args
 from geval_audit.injections import CORPUS, load_corpus
 from geval_audit.redteam import report_tables, run_redteam, summeval_base_texts
 from geval_client import RewardClient
-from geval_server.defences.grader_lines import GraderLineRemover
-from geval_server.defences.score_claims import ScoreClaimRemover
-from geval_server.judge import CompletionRemover
+from geval_server.defences.chain import DefenceSettings, defences_for
 from geval_server.launcher import running_server
 from geval_server.scorers.geval.rubrics import load_rubrics
 
@@ -52,13 +50,13 @@ def clean_texts() -> dict[str, list[str]]:
 def false_alarms() -> list[str]:
     """Report lines: per set, the clean texts in which anything was removed."""
     criteria = sorted({rubric.criterion for rubric in load_rubrics().values()})
-    remover = CompletionRemover(ScoreClaimRemover(criteria), GraderLineRemover(criteria))
+    remover = defences_for(frozenset(criteria), DefenceSettings())
     lines, total, touched = [], 0, 0
     started = time.monotonic()
     for name, texts in clean_texts().items():
-        hits = [t for t in texts if remover.remove(t)[1]]
+        hits = [t for t in texts if remover.removed(t)[1]]
         lines.append(f"- {name}: {len(hits)} of {len(texts)}")
-        lines += [f"  - `...{_around_removal(remover.remove(t)[0])}...`" for t in hits]
+        lines += [f"  - `...{_around_removal(remover.removed(t)[0])}...`" for t in hits]
         total, touched = total + len(texts), touched + len(hits)
     per_text_ms = 1000 * (time.monotonic() - started) / total / 2
     return [f"Clean texts with anything removed (criteria {', '.join(criteria)}): **{touched} of {total} "

@@ -83,7 +83,8 @@ class EntryResult:
     shifts: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     claims_removed: int = 0  # attacked items in which the server blanked a score claim
-    masked_lowered: int = 0  # attacked items whose reward the masked second read lowered
+    masked_lowered: int = 0  # attacked items whose reward the bounded second read lowered
+    bound_gaps: list[float] = field(default_factory=list)  # per attacked item: plain - bounded reward
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,7 @@ def run_redteam(
                 entry.shifts.append(result.reward - clean)
                 entry.claims_removed += result.score_claims_removed > 0
                 entry.masked_lowered += result.masked_read_lowered
+                entry.bound_gaps.append(max(0.0, result.plain_reward - result.reward))
     return RedTeamResult(rubric, info.judge_model, clean_rewards, entries)
 
 
@@ -182,7 +184,9 @@ def gate_failures(result: RedTeamResult, max_mean_shift: float | None, max_shift
 
 def _row(name: str, shifts: Shifts | None, entries: Sequence[EntryResult], max_shift: float | None) -> list[str]:
     items = sum(len(e.shifts) for e in entries)
-    counts = [f"{sum(e.claims_removed for e in entries)}/{items}", f"{sum(e.masked_lowered for e in entries)}/{items}"]
+    gaps = [gap for e in entries for gap in e.bound_gaps]
+    counts = [f"{sum(e.claims_removed for e in entries)}/{items}", f"{sum(e.masked_lowered for e in entries)}/{items}",
+              f"{statistics.mean(gaps):.3f}" if gaps else "-"]
     if shifts is None:
         return [name, "-", "-", "-", *counts]
     over = max_shift is not None and shifts.max > max_shift
@@ -192,8 +196,9 @@ def _row(name: str, shifts: Shifts | None, entries: Sequence[EntryResult], max_s
 
 def report_tables(result: RedTeamResult, max_shift: float | None = None) -> tuple[str, str]:
     """(the per-kind table, the per-attack table) in Markdown; a max shift over max_shift
-    is marked `over`."""
-    headers = ["", "mean shift", "max shift", "rose", "claims blanked", "masked read lowered"]
+    is marked `over`. Per kind, as a training run sees them: the items the bounded second
+    read lowered, and the mean gap between the plain and bounded reads."""
+    headers = ["", "mean shift", "max shift", "rose", "claims blanked", "bound lowered", "bound gap"]
     attacks = [e for e in result.entries if e.entry.category != CONTROL]
     kinds = [_row(f"**all attacks** ({len(attacks)})", result.shifts(), attacks, max_shift)]
     by_kind = defaultdict(list)
@@ -209,5 +214,5 @@ def report_tables(result: RedTeamResult, max_shift: float | None = None) -> tupl
         row = _row(f"{e.entry.id} ({e.entry.category}, {e.entry.position})",
                    Shifts(tuple(e.shifts)) if e.shifts else None, [e], gate)
         per_attack.append(row[:-1] + [row[-1] + (f"; {len(e.errors)} errors" if e.errors else "")])
-    return (markdown_table(headers, kinds, align="lrrrrr"),
-            markdown_table(["attack"] + headers[1:], per_attack, align="lrrrrr"))
+    return (markdown_table(headers, kinds, align="lrrrrrr"),
+            markdown_table(["attack"] + headers[1:], per_attack, align="lrrrrrr"))

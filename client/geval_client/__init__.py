@@ -8,6 +8,7 @@ from .retry import RetryPolicy
 from .transport import TLSOptions
 from .trl import AsyncGEvalReward, AsyncGroupwiseReward, GEvalReward, GroupwiseReward
 from .types import (
+    BoundSummary,
     GEvalScore,
     GroupResult,
     ItemError,
@@ -17,6 +18,7 @@ from .types import (
     Reasoning,
     Sampling,
     SemScore,
+    bound_summaries,
 )
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "AsyncGEvalReward",
     "AsyncGroupwiseReward",
     "AsyncRewardClient",
+    "BoundSummary",
     "GEvalReward",
     "GEvalScore",
     "GroupResult",
@@ -41,5 +44,6 @@ __all__ = [
     "Sampling",
     "SemScore",
     "TLSOptions",
+    "bound_summaries",
     "make_item",
 ]

@@ -6,6 +6,11 @@
 - failed_share: completions that got no reward (None).
 - score_claim_share: completions in which the server removed a score claim
   (`Coherence: 5`); rising, it shows the policy learning to write its own score.
+- bound_lowered_share/<rubric>, bound_gap/<rubric> (and over all rubrics without the
+  suffix): share of completions whose reward the bounded second read lowered, and the
+  mean gap between the plain and bounded reads. The bound removes what addresses the
+  judge's score slot (its criterion's name, numerals) and keeps the lower read; rising,
+  they show a policy that has started to sway the judge, the step it begins.
 - latency_s: wall time of the scoring call, retries included.
 - self_preference_share / self_preference_margin: share of completions scored
   above their human reference, and the mean reward margin over it (only when a
@@ -18,8 +23,11 @@
 
 Per completion (TRL's completions table, through log_extra): label_mass (mean
 over the rubrics), error (the server's message; a row's own rubric that failed is
-named by its column and row), score_claims_removed, and in reasoning mode rationale
-(the judge's evaluation, per rubric where there are several).
+named by its column and row), score_claims_removed, bound_gap, and in reasoning mode
+rationale (the judge's evaluation, per rubric where there are several).
+
+Per sample (OpenRLHF's extra_logs, veRL's reward dict; the trainer averages them per
+step): sample_logs, whose bound_lowered and bound_gap averages are the share and gap above.
 """
 
 from __future__ import annotations
@@ -29,8 +37,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from .row_rubrics import rubric_error
+from .scoring import SampleReward
 from .trl_batch import RewardBatch, rewards_of
-from .types import GEvalScore, ItemResult, RubricScore, label_mass
+from .types import GEvalScore, ItemResult, RubricScore, bound_summaries, label_mass
 
 # Under no correlation, |rho| exceeds 0.65 by chance in 5% of samples of 10 items
 # (and reaches 1 on 2 items always): fewer items say nothing about verbosity bias.
@@ -52,6 +61,7 @@ def batch_metrics(
     if scores:
         metrics["label_mass"] = float(np.mean([s.label_mass for s in scores]))
         metrics["low_confidence_share"] = float(np.mean([s.low_confidence for s in scores]))
+        metrics.update(bound_metrics([results[i] for i in scored]))
     if len(scored) >= MIN_RANK_ITEMS:
         rho = spearman([rewards[i] for i in scored], [batch.lengths[i] for i in scored])
         if rho is not None:
@@ -67,6 +77,30 @@ def batch_metrics(
     return metrics
 
 
+def bound_metrics(results: Sequence[ItemResult]) -> dict[str, float]:
+    """The bound's share lowered and mean gap, per G-Eval rubric and over the items' rewards."""
+    metrics = {}
+    for summary in bound_summaries(results):
+        metrics[f"bound_lowered_share/{summary.rubric}"] = summary.lowered_share
+        metrics[f"bound_gap/{summary.rubric}"] = summary.mean_gap
+    gaps = [max(0.0, r.plain_reward - r.reward) for r in results if r.ok]
+    if gaps:
+        metrics["bound_lowered_share"] = float(np.mean([gap > 0 for gap in gaps]))
+        metrics["bound_gap"] = float(np.mean(gaps))
+    return metrics
+
+
+SAMPLE_LOG_KEYS = ("label_mass", "failed", "score_claims_removed", "bound_lowered", "bound_gap")
+
+
+def sample_logs(reward: SampleReward) -> dict[str, float]:
+    """What a trainer logs per sample beside its reward (OpenRLHF's extra_logs, veRL's reward
+    dict): SAMPLE_LOG_KEYS, the same for every sample."""
+    values = (reward.label_mass, float(reward.failed), float(reward.score_claims_removed),
+              float(reward.bound_gap > 0), reward.bound_gap)
+    return dict(zip(SAMPLE_LOG_KEYS, values))
+
+
 def completion_columns(batch: RewardBatch, results: Sequence[ItemResult]) -> dict[str, list]:
     """One value per completion for each column; None where it does not apply."""
     mine = results[: batch.completions]
@@ -77,6 +111,7 @@ def completion_columns(batch: RewardBatch, results: Sequence[ItemResult]) -> dic
             for r, origin in zip(mine, batch.rubric_origins)
         ],
         "score_claims_removed": [r.score_claims_removed for r in mine],
+        "bound_gap": [max(0.0, r.plain_reward - r.reward) if r.ok else None for r in mine],
     }
     if any(getattr(s, "rationale", "") for r in mine for s in r.scores):
         columns["rationale"] = [_rationale(r.scores) for r in mine]

@@ -62,6 +62,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .defaults import DEFAULT_TIMEOUT_S
+from .diagnostics import SAMPLE_LOG_KEYS, sample_logs
 from .errors import ItemNotScored, RewardServerError
 from .failures import OnError
 from .groups import group_key, groups_by_key, groups_of
@@ -162,12 +163,14 @@ def openrlhf_reply(rewards: Sequence[SampleReward]) -> dict[str, Any]:
     return {
         "rewards": [r.reward for r in rewards],
         "scores": [min(max(r.reward, 0.0), 1.0) for r in rewards],
-        "extra_logs": {
-            "geval_label_mass": [r.label_mass for r in rewards],
-            "geval_failed": [float(r.failed) for r in rewards],
-            "geval_score_claims_removed": [float(r.score_claims_removed) for r in rewards],
-        },
+        "extra_logs": _extra_logs(rewards),
     }
+
+
+def _extra_logs(rewards: Sequence[SampleReward]) -> dict[str, list[float]]:
+    """diagnostics.sample_logs per sample, one list per key, each key prefixed `geval_`."""
+    logs = [sample_logs(r) for r in rewards]
+    return {f"geval_{key}": [entry[key] for entry in logs] for key in SAMPLE_LOG_KEYS}
 
 
 @dataclass(frozen=True)

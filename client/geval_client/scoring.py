@@ -48,6 +48,9 @@ class SampleReward:
     score_claims_removed: int
     rubric_rewards: dict[str, float] = field(default_factory=dict)  # rubric name -> its reward; {} when failed
     unscored: str | None = None  # why the server could not score it, where the completion did not cause it
+    # What the bounded second read took off the reward (plain_reward - reward): above 0, a claim
+    # or a numeral in the completion swayed the judge's plain read upwards.
+    bound_gap: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -193,7 +196,8 @@ class Scorer:
         rubrics_origin: str | None = None,
     ) -> SampleReward:
         if result.ok:
-            return SampleReward(result.reward, False, mass, result.score_claims_removed, rubric_rewards)
+            gap = max(0.0, getattr(result, "plain_reward", result.reward) - result.reward)  # groups: not reported
+            return SampleReward(result.reward, False, mass, result.score_claims_removed, rubric_rewards, bound_gap=gap)
         if result.error.caused_by_completion:
             return SampleReward(self.on_error, True, 0.0, result.score_claims_removed)
         why = "the reward server could not score an item, and not because of its completion: " + rubric_error(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .pb import reward_pb2
@@ -103,6 +104,9 @@ class GEvalScore:
     top_label: str
     mode: str  # "logprobs", "sampling" or "reasoning"
     rationale: str  # reasoning mode: the judge's evaluation before the slot
+    # The plain read's reward before the bounded second read lowered it; plain_reward - reward
+    # is what the bound took off (0 unless it lowered the reward).
+    plain_reward: float
 
 
 @dataclass(frozen=True)
@@ -163,6 +167,7 @@ def rubric_score(wire: reward_pb2.RubricScore) -> RubricScore:
             **common, expected_score=g.expected_score, distribution={p.label: p.probability for p in g.distribution},
             label_mass=g.label_mass, low_confidence=g.low_confidence, top_label=g.top_label,
             mode=_MODE_NAMES.get(g.mode, "unspecified"), rationale=g.rationale,
+            plain_reward=max(wire.plain_reward, wire.reward),  # a server without the field sends 0
         )
     if kind == "semscore":
         return SemScore(**common, cosine=wire.semscore.cosine)
@@ -171,6 +176,29 @@ def rubric_score(wire: reward_pb2.RubricScore) -> RubricScore:
         return LikelihoodScore(**common, mean_logprob=lk.mean_logprob, tokens_read=lk.tokens_read, score=lk.score,
                                guard=lk.guard)
     raise ValueError(f"rubric {wire.rubric!r}: a result of an unknown kind ({kind}); upgrade the client")
+
+
+@dataclass(frozen=True)
+class BoundSummary:
+    """What the bounded second read did to one G-Eval rubric over a set of items: a policy
+    learning to sway the judge's score slot shows as a rising lowered share and gap."""
+
+    rubric: str
+    items: int
+    lowered_share: float  # share of the items whose reward the bound lowered
+    mean_gap: float  # mean of plain_reward - reward over the items
+
+
+def bound_summaries(results: Sequence[ItemResult]) -> list[BoundSummary]:
+    """Per G-Eval rubric, over the results scored without error, in first-seen order: the
+    same figures as the response's `bound` field, over any batch (several calls together)."""
+    gaps: dict[str, list[float]] = {}
+    for result in results:
+        for score in result.scores if result.ok else ():
+            if isinstance(score, GEvalScore):
+                gaps.setdefault(score.rubric, []).append(score.plain_reward - score.reward)
+    return [BoundSummary(rubric, len(values), sum(v > 0 for v in values) / len(values), sum(values) / len(values))
+            for rubric, values in gaps.items()]
 
 
 def label_mass(result: ItemResult) -> float | None:

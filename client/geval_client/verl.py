@@ -39,8 +39,9 @@ other name is an error.
 
 The dict forms return the same keys for every sample, as veRL gathers them into
 per-sample columns from the first sample's keys: {"score", "label_mass", "failed",
-"score_claims_removed"}, and with rubric_keys=True one "score/<rubric>" per configured
-rubric, for GDPO's `algorithm.gdpo_reward_keys`.
+"score_claims_removed", "bound_lowered", "bound_gap"} (diagnostics.sample_logs), and with
+rubric_keys=True one "score/<rubric>" per configured rubric, for GDPO's
+`algorithm.gdpo_reward_keys`.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from typing import Any
 
 from .aborts import ScoringAborted, aborted
 from .defaults import DEFAULT_TIMEOUT_S
+from .diagnostics import sample_logs
 from .failures import OnError
 from .groups import group_key, groups_by_key, nobody_to_compare
 from .requests import Rubrics, rubric_selection
@@ -293,12 +295,7 @@ def _rubric_names(rubrics: Rubrics) -> tuple[str, ...]:
 
 
 def _reply(reward: SampleReward, opts: _Options) -> dict[str, float]:
-    reply = _Reply(
-        score=reward.reward,
-        label_mass=reward.label_mass,
-        failed=float(reward.failed),
-        score_claims_removed=float(reward.score_claims_removed),
-    )
+    reply = _Reply(score=reward.reward, **sample_logs(reward))
     for name in opts.rubric_keys:
         # A failed completion gets on_error's reward under every key, as under "score"; so does a group
         # member the server never judged (its group failed for another member) with its 0.5.

@@ -18,6 +18,7 @@ from geval_server.api.wire import Choice, ValidGroups, ValidRequest
 from geval_server.defences.chain import Defences, DefenceSettings, defences_for
 from geval_server.engine.protocol import JudgeEngine
 from geval_server.groupwise.judge import GroupJudge, GroupRequest, GroupResult
+from geval_server.groupwise.plan import Group
 from geval_server.groupwise.prompt import PAIR
 from geval_server.scorers.base import ItemFailure, JudgeInput, Kind, Score, Scorer, ScorerInfo
 from geval_server.scorers.geval.expected_score import NoLabelMass
@@ -54,6 +55,44 @@ class ItemOutcome:
     score_claims_removed: int = 0
     masked_read_lowered: bool = False  # the read with numerals masked was lower and set the reward
     plain_reward: float = 0.0  # the reward before the masked read bounded it
+    read_twice: bool = False  # the bound changed the completion, so its slot readers read it twice
+    # per scorer that reads a slot: what the bound took off its reward (plain - kept, >= 0)
+    bound_gaps: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BoundSummary:
+    """What the bound did to one rubric over a call's items: a policy that learns to sway
+    the judge's slot shows as a rising lowered share and gap."""
+
+    rubric: str
+    items: int  # items the rubric scored
+    read_twice: int  # of them, read a second time (the bound changed the completion)
+    lowered: int  # of them, whose reward the bounded read lowered
+    gap_sum: float  # sum over them of plain - bounded reward
+
+    @property
+    def lowered_share(self) -> float:
+        return self.lowered / self.items
+
+    @property
+    def mean_gap(self) -> float:
+        return self.gap_sum / self.items
+
+
+def bound_summaries(outcomes: Iterable[ItemOutcome]) -> list[BoundSummary]:
+    """Per rubric read at a slot, in first-seen order, over the items scored without failure."""
+    counts: dict[str, list] = {}
+    for outcome in outcomes:
+        if outcome.failure is not None:
+            continue
+        for rubric, gap in outcome.bound_gaps.items():
+            count = counts.setdefault(rubric, [0, 0, 0, 0.0])
+            count[0] += 1
+            count[1] += outcome.read_twice
+            count[2] += gap > 0
+            count[3] += gap
+    return [BoundSummary(rubric, *count) for rubric, count in counts.items()]
 
 
 class Judge:
@@ -125,7 +164,14 @@ class Judge:
         defences = self._defences([[(resolved[c], w) for c, w in request.selection]])
         groups = GroupRequest(request.groups, rubrics, request.schedule, request.neighbours, request.aggregation,
                               request.mode, request.dry_run)
-        return await self.groups.judge(groups, defences, self.judge_model)
+        bounded = _bounded_groups(groups, defences)
+        if bounded is None:
+            return await self.groups.judge(groups, defences, self.judge_model)
+        plain, second = await asyncio.gather(self.groups.judge(groups, defences, self.judge_model),
+                                             self.groups.judge(bounded, defences, self.judge_model))
+        for result, read in zip(plain, second):
+            _lower_rewards(result, read, [weight for _, weight in rubrics])
+        return plain
 
     async def prepare(self, rubrics: Sequence[Rubric]) -> list[ScorerInfo]:
         """Callers' rubrics prepared as a Score call would (PrepareRubrics), described."""
@@ -162,6 +208,7 @@ class Judge:
                 continue
             removed = self._without_score_claims(item, outcomes[index], defences)
             masked = self._masked(removed, selection, defences)
+            outcomes[index].read_twice = masked is not None
             try:
                 wanted = [(s, s.request(removed if s.reads_score_slot else item, f"items[{index}]"))
                           for s, _ in selection]
@@ -203,6 +250,8 @@ class Judge:
                     bounded[position] = read  # the bound: a claim can only lower the reward
                     outcome.masked_read_lowered = True
             outcome.scores = [bounded[p] for p in sorted(bounded)]
+            outcome.bound_gaps = {read.scorer.name: read.score.reward - bounded[p].score.reward
+                                  for p, read in plain.items() if read.scorer.reads_score_slot}
             if outcome.failure is None:
                 weights = [weight for _, weight in selections[index]]
                 outcome.reward = weighted_reward([s.score.reward for s in outcome.scores], weights)
@@ -260,6 +309,46 @@ def _unservable(error: BaseException) -> str:
 def _criteria(scorers: Iterable[Scorer]) -> Iterable[str]:
     """The criteria whose claims are removed: those of the scorers that read a score slot."""
     return (s.info().details.criterion for s in scorers if s.reads_score_slot)
+
+
+def _bounded_groups(request: GroupRequest, defences: Defences) -> GroupRequest | None:
+    """The groups as the bounding second comparison reads them: every member's text as the
+    bound rewrites it (the slot's words removed, numerals masked), for the groups where it
+    changes a member; the others stand out of it as failed. None: no group changes.
+    Claims tied to a letter (`Response A is better`) cancel in the two orders already; a
+    claim without one (`Coherence: 5`) would lift its member in both, so it gets the bound."""
+    groups: list[Group | ItemFailure] = []
+    for group in request.groups:
+        bounded = [] if isinstance(group, ItemFailure) else [defences.bounded(defences.removed(c)[0])
+                                                               for c in group.completions]
+        if any(text is not None for text in bounded):
+            groups.append(dataclasses.replace(group, completions=[
+                text if text is not None else completion for text, completion in zip(bounded, group.completions)]))
+        else:
+            groups.append(ItemFailure("INTERNAL", "not read a second time"))
+    if all(isinstance(group, ItemFailure) for group in groups):
+        return None
+    return dataclasses.replace(request, groups=groups)
+
+
+def _lower_rewards(result: GroupResult, bounded: GroupResult, weights: Sequence[float]) -> None:
+    """Each member's reward per rubric is the lower of its plain and bounded comparisons, so
+    a claim can only lower it; the member's reward is recombined from them. A member the
+    bounded comparison could not read keeps its plain reward (its failure is the plain one's)."""
+    if result.failure is not None or bounded.failure is not None:
+        return
+    lowered = [False] * len(result.rewards)
+    for plain, second in zip(result.per_rubric, bounded.per_rubric):
+        for i, (a, b) in enumerate(zip(plain.outcome.rewards, second.outcome.rewards)):
+            if result.member_failures[i] is None and bounded.member_failures[i] is None and b < a:
+                plain.outcome.rewards[i] = b
+                lowered[i] = True
+    total = sum(weights)
+    result.rewards = [sum(w * r.outcome.rewards[i] for w, r in zip(weights, result.per_rubric)) / total
+                      if lowered[i] else reward for i, reward in enumerate(result.rewards)]
+    result.engine_reads += bounded.engine_reads
+    result.prompt_tokens += bounded.prompt_tokens
+    result.generated_tokens += bounded.generated_tokens
 
 
 def _slot(read: int, selection: Selection) -> tuple[int, bool]:

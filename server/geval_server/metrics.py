@@ -51,6 +51,17 @@ SCORE_CLAIMS_REMOVED = Counter(
     registry=REGISTRY,
 )
 
+# The bounded second read per rubric: lowered / items is the share of items the bound lowered,
+# gap / items the mean gap between the plain and bounded reads (rate() both in PromQL).
+BOUND_ITEMS = Counter("geval_bound_items", "Items a rubric read at a score slot scored, under the bound",
+                      ["rubric"], registry=REGISTRY)
+BOUND_READ_TWICE = Counter("geval_bound_read_twice", "Of them, items read a second time by the bound",
+                           ["rubric"], registry=REGISTRY)
+BOUND_LOWERED = Counter("geval_bound_lowered", "Of them, items whose reward the bounded read lowered: "
+                        "a policy learning to sway the judge's slot shows here", ["rubric"], registry=REGISTRY)
+BOUND_GAP = Counter("geval_bound_gap", "Sum over items of the plain read's reward minus the bounded one's",
+                    ["rubric"], registry=REGISTRY)
+
 
 class _VllmMetrics:
     """vLLM's metrics, read at each scrape from the registry its stat loggers write to."""

@@ -12,7 +12,7 @@ from geval_audit import datasets
 from geval_audit.injections import CORPUS, load_corpus
 from geval_server.defences import score_claims as sc
 from geval_server.defences.grader_lines import GraderLineRemover
-from geval_server.defences.reader_text import reader_view, skeleton_text, skeleton_view
+from geval_server.defences.reader_text import merged_spans, reader_view, skeleton_text, skeleton_view
 from geval_server.engine.tokenization import _PLAIN, Tokenization, _for_plain_text
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -123,7 +123,7 @@ def reference_remove(remover: sc.ScoreClaimRemover, text: str) -> tuple[str, int
         if found:
             spans.append((found.start(), end))
     standalone = re.compile("|".join(part for part, _ in sc._STANDALONE_PARTS))
-    spans = sc._merged(spans + [found.span() for found in standalone.finditer(skeleton)])
+    spans = merged_spans(spans + [found.span() for found in standalone.finditer(skeleton)])
     if not spans:
         return text, padding
     pieces, cursor = [], 0
@@ -248,7 +248,7 @@ def test_a_word_is_a_criterion_by_its_initial_exactly_when_by_every_name():
     words = {w for text in hostile_and_clean_texts() for w in sc._WORD.findall(skeleton_view(text)[0])}
     words |= {"coherance", "cohrence", "coherently", "fluent", "relevent", "groundedness", "natural", "c", ""}
     for word in words:
-        assert remover._is_criterion(word) == any(sc._close_to(word, name) for name in remover._words), word
+        assert remover._is_criterion(word) == any(sc.close_to(word, name) for name in remover._words), word
 
 
 EDITS = st.lists(st.tuples(st.integers(0, 20), st.integers(0, 2), st.sampled_from("abcenrtz")), min_size=1, max_size=2)

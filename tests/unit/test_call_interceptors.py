@@ -30,6 +30,11 @@ CASES = [
     ("valid", SCORE, b"", AUTH, grpc.StatusCode.OK, ""),
     ("corrupt", SCORE, b"\xff\xff", AUTH, grpc.StatusCode.INVALID_ARGUMENT, "Wire format was corrupt"),
     ("bad UTF-8", SCORE, b"\x0a\x04\x12\x02\xff\xfe", AUTH, grpc.StatusCode.INVALID_ARGUMENT, "bad UTF-8"),
+    ("bad UTF-8, its field named", SCORE,
+     reward_pb2.ScoreRequest(items=[reward_pb2.Item(text="p", completion="ok"),
+                                    reward_pb2.Item(text="p", completion="MARK")]).SerializeToString()
+     .replace(b"MARK", b"\xff\xfeRK"), AUTH, grpc.StatusCode.INVALID_ARGUMENT,
+     "items[1].completion: is not valid UTF-8"),
     ("refused by the service", SCORE, reward_pb2.ScoreRequest(mode=99).SerializeToString(), AUTH,
      grpc.StatusCode.INVALID_ARGUMENT, "unknown scoring mode 99"),
     ("no token", SCORE, b"\xff", (), grpc.StatusCode.UNAUTHENTICATED, DENIED),

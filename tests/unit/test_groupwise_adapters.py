@@ -211,7 +211,8 @@ def test_verl_groups_a_reordered_batch_and_answers_in_batch_order(judge):
     assert rewards == [1.0, 0.0, 0.5, 0.5, 1.0, 1.0, 0.5, 0.0, 0.0]  # each "ab" as its own group judged it
     # Every sample has the same keys as compute_score_batch's, so every column is full.
     pointwise = verl.compute_score_batch(*batch, **kwargs)
-    assert set(columns) == set(pointwise[0]) == {"score", "label_mass", "failed", "score_claims_removed"}
+    assert set(columns) == set(pointwise[0]) == {"score", "label_mass", "failed", "score_claims_removed",
+                                                 "bound_lowered", "bound_gap"}
     assert all(len(column) == 9 for column in columns.values())
     assert columns["label_mass"] == [0.9] * 9 and columns["failed"] == [0.0] * 9
 
@@ -225,7 +226,8 @@ def test_verl_a_group_of_one_and_a_failed_member(judge, caplog):
     # alone with its prompt gets the server's 0.5, with no verdict mass.
     assert rewards == [1.0, -1.0, 0.0, 0.5]
     assert columns == {"score": [1.0, -1.0, 0.0, 0.5], "label_mass": [0.9, 0.0, 0.9, 0.0],
-                       "failed": [0.0, 1.0, 0.0, 0.0], "score_claims_removed": [0.0, 0.0, 0.0, 1.0]}
+                       "failed": [0.0, 1.0, 0.0, 0.0], "score_claims_removed": [0.0, 0.0, 0.0, 1.0],
+                       "bound_lowered": [0.0] * 4, "bound_gap": [0.0] * 4}
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
@@ -281,7 +283,7 @@ def test_verl_rubric_keys_and_aggregation_reach_the_call(judge):
     result = verl.compute_score_batch_groupwise(
         *batch, server=judge.address, rubrics={"a": 1, "b": 2}, rubric_keys=True, aggregation="bradley_terry")
     assert [set(r) for r in result] == [{"score", "label_mass", "failed", "score_claims_removed", "score/a",
-                                         "score/b"}] * 2
+                                         "score/b", "bound_lowered", "bound_gap"}] * 2
     assert [r["score/b"] for r in result] == [1.0, 0.0]
     assert judge.requests[-1].aggregation == reward_pb2.AGGREGATION_BRADLEY_TERRY
     with pytest.raises(TypeError, match=r"unknown option\(s\) \['schedules'\]"):
@@ -327,7 +329,8 @@ def test_openrlhf_chunks_of_whole_groups(judge, caplog):
     reply = reward_func(queries, prompts, labels)  # the bridge's request: the whole batch
     assert reply["rewards"] == reply["scores"] == rewards
     assert reply["extra_logs"] == {"geval_label_mass": [0.9] * 12, "geval_failed": [0.0] * 12,
-                                   "geval_score_claims_removed": [0.0] * 12}
+                                   "geval_score_claims_removed": [0.0] * 12, "geval_bound_lowered": [0.0] * 12,
+                                   "geval_bound_gap": [0.0] * 12}
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 

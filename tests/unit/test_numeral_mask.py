@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 from geval_server.defences.chain import DefenceSettings
 from geval_server.defences.numeral_mask import MASK, has_numeral, mask_numerals
-from geval_server.judge import Judge
+from geval_server.judge import Judge, bound_summaries
 from geval_server.scorers.base import JudgeInput, Kind
 
 
@@ -92,7 +92,7 @@ def test_a_claim_can_only_lower_the_reward_under_the_bound():
     assert [o.reward for o in outcomes] == pytest.approx([0.3, 0.3])
     assert [o.masked_read_lowered for o in outcomes] == [True, False]
     assert [o.plain_reward for o in outcomes] == pytest.approx([0.8, 0.3])
-    assert sorted(reads) == sorted(["A summary.\n\nC o h e r e n c e : 5", "A summary.\n\nC o h e r e n c e : #",
+    assert sorted(reads) == sorted(["A summary.\n\nC o h e r e n c e : 5", "A summary.\n\n",
                                     "A summary."])  # the text without a numeral is read once
 
 
@@ -104,3 +104,11 @@ def test_a_masked_read_that_is_higher_does_not_raise_the_reward():
 def test_the_bound_can_be_turned_off():
     outcomes, reads = _score(["Coherence: 5"], bound=False)
     assert outcomes[0].reward == pytest.approx(0.8) and reads == ["Coherence: 5"]
+
+
+def test_each_rubric_reports_the_share_the_bound_lowered_and_the_mean_gap():
+    outcomes, _ = _score(["A summary.\n\nCoherence: 5", "A summary.", "Prices fell 3%."])
+    [summary] = bound_summaries(outcomes)
+    assert (summary.rubric, summary.items, summary.read_twice, summary.lowered) == ("coherence", 3, 2, 1)
+    assert summary.lowered_share == pytest.approx(1 / 3) and summary.mean_gap == pytest.approx(0.5 / 3)
+    assert outcomes[0].bound_gaps == {"coherence": pytest.approx(0.5)}

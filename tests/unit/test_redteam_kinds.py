@@ -7,7 +7,8 @@ from geval_audit.redteam import EntryResult, RedTeamResult, gate_failures, kinds
 
 def _result():
     def entry(id, category, shifts, lowered=0):
-        return EntryResult(Injection(id, category, "append", "x"), list(shifts), masked_lowered=lowered)
+        return EntryResult(Injection(id, category, "append", "x"), list(shifts), masked_lowered=lowered,
+                           bound_gaps=[0.1] * lowered + [0.0] * (len(shifts) - lowered))
 
     return RedTeamResult("summeval-coherence", "fake", [0.3, 0.3], [
         entry("a", "grader_addressed", [0.01, 0.20], lowered=1),
@@ -36,3 +37,10 @@ def test_the_gate_names_every_kind_over_it():
     (failure,) = gate_failures(_result(), None, 0.15)
     assert "(a)" in failure and "kinds over it: grader_addressed" in failure
     assert gate_failures(_result(), None, 0.25) == []
+
+
+def test_each_kind_reports_what_the_bound_lowered_and_its_mean_gap():
+    kinds, _ = report_tables(_result(), 0.15)
+    rows = {line.split("|")[1].strip(): line.split("|") for line in kinds.splitlines()}
+    assert [cell.strip() for cell in rows["split_claim (1)"][-3:-1]] == ["2/2", "0.100"]
+    assert [cell.strip() for cell in rows["grader_addressed (2)"][-3:-1]] == ["1/4", "0.025"]

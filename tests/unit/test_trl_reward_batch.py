@@ -120,7 +120,8 @@ def test_diagnostics_from_a_batch_with_references():
 def test_diagnostics_leave_out_what_cannot_be_measured():
     batch = build_batch(["P", "P"], ["a", "b"], None, {})
     metrics = batch_metrics(batch, [result(0.5), result(error="x")], latency_s=0.1)
-    assert set(metrics) == {"latency_s", "failed_share", "score_claim_share", "label_mass", "low_confidence_share"}
+    assert set(metrics) == {"latency_s", "failed_share", "score_claim_share", "label_mass", "low_confidence_share",
+                            "bound_lowered_share", "bound_gap", "bound_lowered_share/", "bound_gap/"}
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -22,7 +22,8 @@ EMPTY_MESSAGE = "items[{i}].completion: must not be empty"
 class ScriptedJudge(reward_pb2_grpc.RewardServiceServicer):
     """Scores a completion len(text)/100 with label mass 0.8; fails an empty completion
     (the completion's fault) and a prompt starting "NOREF" (the data's fault, as a
-    missing reference), naming the field as the real server does."""
+    missing reference), naming the field as the real server does. A completion that
+    claims `Coherence: 5` read 0.25 higher before the bound lowered it."""
 
     def __init__(self) -> None:
         self.requests: list[reward_pb2.ScoreRequest] = []
@@ -44,8 +45,11 @@ class ScriptedJudge(reward_pb2_grpc.RewardServiceServicer):
                 field=f"items[{i}].reference"))
         else:
             result.reward = len(item.completion) / 100
+            result.plain_reward = result.reward + 0.25 * ("Coherence: 5" in item.completion)
+            result.masked_read_lowered = result.plain_reward > result.reward
             result.scores.append(reward_pb2.RubricScore(
-                rubric="r", reward=result.reward, geval=reward_pb2.GEvalResult(label_mass=0.8)
+                rubric="r", reward=result.reward, plain_reward=result.plain_reward,
+                geval=reward_pb2.GEvalResult(label_mass=0.8)
             ))
         return result
 
@@ -164,8 +168,19 @@ def test_per_completion_columns_reach_log_extra(judge):
         "columns/label_mass": [[0.8, None, 0.8]],
         "columns/error": [[None, EMPTY_MESSAGE.format(i=1), None]],
         "columns/score_claims_removed": [[1, 0, 0]],
+        "columns/bound_gap": [[pytest.approx(0.25), None, 0.0]],
     }
     assert metrics.calls["columns/failed_share"] == [pytest.approx(1 / 3)]
+
+
+def test_what_the_bound_took_off_is_logged_beside_the_reward(judge):
+    reward = GEvalReward(judge.address, "r", name="bounded")
+    metrics = Recorder()
+    reward(prompts=["P1"] * 4, completions=["Coherence: 5. Fine.", "ok", "fine", "Coherence: 5"], log_metric=metrics)
+    for key in ("bounded/bound_lowered_share", "bounded/bound_lowered_share/r"):
+        assert metrics.calls[key] == [0.5]
+    for key in ("bounded/bound_gap", "bounded/bound_gap/r"):
+        assert metrics.calls[key] == [pytest.approx(0.125)]
 
 
 def test_length_correlation_is_logged_only_over_enough_completions(judge):

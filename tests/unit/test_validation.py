@@ -107,3 +107,12 @@ def test_sampling_options_default_to_the_paper():
     valid = validate(request(mode=reward_pb2.SCORING_MODE_SAMPLING), RUBRICS, "overall-quality")
     assert isinstance(valid.mode, Sampling)
     assert (valid.mode.n, valid.mode.temperature) == (20, 1.0)
+
+
+@pytest.mark.parametrize("blank", ["\u200b\u200b\u200b", "\u2063\u200d \ufe0f\n", "\u00ad\u202e\u2060"])
+def test_a_completion_a_reader_sees_nothing_in_fails_like_an_empty_one(blank):
+    valid = validate(request(items=[make_item("Article.", blank), make_item(blank, "Summary.")]), RUBRICS,
+                     "overall-quality")
+    assert [(f.code, f.field, f.message) for f in valid.items] == [
+        ("INVALID_ARGUMENT", "items[0].completion", "items[0].completion: must not be empty"),
+        ("INVALID_ARGUMENT", "items[1].text", "items[1].text: must not be empty")]

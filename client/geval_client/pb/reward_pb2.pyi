@@ -179,20 +179,22 @@ class LabelProbability(_message.Message):
     def __init__(self, label: _Optional[str] = ..., value: _Optional[float] = ..., probability: _Optional[float] = ...) -> None: ...
 
 class RubricScore(_message.Message):
-    __slots__ = ("rubric", "reward", "content_hash", "geval", "semscore", "likelihood")
+    __slots__ = ("rubric", "reward", "content_hash", "geval", "semscore", "likelihood", "plain_reward")
     RUBRIC_FIELD_NUMBER: _ClassVar[int]
     REWARD_FIELD_NUMBER: _ClassVar[int]
     CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
     GEVAL_FIELD_NUMBER: _ClassVar[int]
     SEMSCORE_FIELD_NUMBER: _ClassVar[int]
     LIKELIHOOD_FIELD_NUMBER: _ClassVar[int]
+    PLAIN_REWARD_FIELD_NUMBER: _ClassVar[int]
     rubric: str
     reward: float
     content_hash: str
     geval: GEvalResult
     semscore: SemScoreResult
     likelihood: LikelihoodResult
-    def __init__(self, rubric: _Optional[str] = ..., reward: _Optional[float] = ..., content_hash: _Optional[str] = ..., geval: _Optional[_Union[GEvalResult, _Mapping]] = ..., semscore: _Optional[_Union[SemScoreResult, _Mapping]] = ..., likelihood: _Optional[_Union[LikelihoodResult, _Mapping]] = ...) -> None: ...
+    plain_reward: float
+    def __init__(self, rubric: _Optional[str] = ..., reward: _Optional[float] = ..., content_hash: _Optional[str] = ..., geval: _Optional[_Union[GEvalResult, _Mapping]] = ..., semscore: _Optional[_Union[SemScoreResult, _Mapping]] = ..., likelihood: _Optional[_Union[LikelihoodResult, _Mapping]] = ..., plain_reward: _Optional[float] = ...) -> None: ...
 
 class GEvalResult(_message.Message):
     __slots__ = ("expected_score", "distribution", "label_mass", "low_confidence", "top_label", "mode", "rationale")
@@ -259,12 +261,28 @@ class ItemResult(_message.Message):
     def __init__(self, id: _Optional[str] = ..., reward: _Optional[float] = ..., scores: _Optional[_Iterable[_Union[RubricScore, _Mapping]]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ..., score_claims_removed: _Optional[int] = ..., masked_read_lowered: _Optional[bool] = ..., plain_reward: _Optional[float] = ...) -> None: ...
 
 class ScoreResponse(_message.Message):
-    __slots__ = ("results", "judge_model")
+    __slots__ = ("results", "judge_model", "bound")
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     JUDGE_MODEL_FIELD_NUMBER: _ClassVar[int]
+    BOUND_FIELD_NUMBER: _ClassVar[int]
     results: _containers.RepeatedCompositeFieldContainer[ItemResult]
     judge_model: str
-    def __init__(self, results: _Optional[_Iterable[_Union[ItemResult, _Mapping]]] = ..., judge_model: _Optional[str] = ...) -> None: ...
+    bound: _containers.RepeatedCompositeFieldContainer[BoundSummary]
+    def __init__(self, results: _Optional[_Iterable[_Union[ItemResult, _Mapping]]] = ..., judge_model: _Optional[str] = ..., bound: _Optional[_Iterable[_Union[BoundSummary, _Mapping]]] = ...) -> None: ...
+
+class BoundSummary(_message.Message):
+    __slots__ = ("rubric", "items", "read_twice", "lowered_share", "mean_gap")
+    RUBRIC_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
+    READ_TWICE_FIELD_NUMBER: _ClassVar[int]
+    LOWERED_SHARE_FIELD_NUMBER: _ClassVar[int]
+    MEAN_GAP_FIELD_NUMBER: _ClassVar[int]
+    rubric: str
+    items: int
+    read_twice: int
+    lowered_share: float
+    mean_gap: float
+    def __init__(self, rubric: _Optional[str] = ..., items: _Optional[int] = ..., read_twice: _Optional[int] = ..., lowered_share: _Optional[float] = ..., mean_gap: _Optional[float] = ...) -> None: ...
 
 class Group(_message.Message):
     __slots__ = ("id", "text", "chat", "completions", "reference")

@@ -1,6 +1,7 @@
 """Every unary call, as the caller sees it: its request decoded here, so that a corrupt
-message or invalid UTF-8 answers INVALID_ARGUMENT naming the problem (gRPC's own
-decoding answers `UNKNOWN: Unexpected DecodeError`), an unknown method answers
+message answers INVALID_ARGUMENT naming the problem and invalid UTF-8 names the field that
+holds it (gRPC's own decoding answers `UNKNOWN: Unexpected DecodeError`, and protobuf's
+names no field), an unknown method answers
 UNIMPLEMENTED naming it, and each call is logged once, with the status it got and what
 the servicer added to its record (`call_record()`), and counted."""
 
@@ -13,6 +14,7 @@ import logging
 import time
 
 import grpc
+from google.protobuf.descriptor import Descriptor
 from google.protobuf.message import DecodeError
 
 from geval_server import metrics
@@ -67,7 +69,9 @@ def _logged(method: str, label: str, deserialize, behaviour):
             try:
                 request = deserialize(raw) if deserialize is not None else raw
             except DecodeError as error:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"undecodable request: {error}")
+                field = _field_with_bad_utf8(handler_message(deserialize), raw)
+                where = f"{field}: is not valid UTF-8; " if field else ""
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"undecodable request: {where}{error}")
             return await behaviour(request, context)
         except asyncio.CancelledError:
             context.set_code(grpc.StatusCode.CANCELLED)  # only for the record: the caller has gone
@@ -81,6 +85,66 @@ def _logged(method: str, label: str, deserialize, behaviour):
             _record(method, label, context, time.perf_counter() - started, record)
 
     return call
+
+
+def handler_message(deserialize) -> Descriptor | None:
+    """The request message a handler decodes: its deserializer is the class's FromString."""
+    owner = getattr(deserialize, "__self__", None)
+    return getattr(owner, "DESCRIPTOR", None)
+
+
+def _field_with_bad_utf8(message: Descriptor | None, raw: bytes, path: str = "") -> str | None:
+    """The first string field of `raw` (a message of type `message`) that is not UTF-8, as a
+    path (`items[3].completion`), found by walking the wire format; None if none is, or the
+    bytes are corrupt in another way."""
+    if message is None:
+        return None
+    counts: dict[int, int] = {}
+    at = 0
+    try:
+        while at < len(raw):
+            key, at = _varint(raw, at)
+            number, wire_type = key >> 3, key & 7
+            if wire_type == 0:
+                _, at = _varint(raw, at)
+                continue
+            if wire_type in (1, 5):
+                at += 8 if wire_type == 1 else 4
+                continue
+            if wire_type != 2:
+                return None
+            size, at = _varint(raw, at)
+            value, at = raw[at:at + size], at + size
+            field = message.fields_by_number.get(number)
+            if field is None:
+                continue
+            index = counts[number] = counts.get(number, -1) + 1
+            name = f"{path}.{field.name}" if path else field.name
+            if field.is_repeated:
+                name += f"[{index}]"
+            if field.type == field.TYPE_STRING:
+                try:
+                    value.decode("utf-8")
+                except UnicodeDecodeError:
+                    return name
+            elif field.type == field.TYPE_MESSAGE:
+                found = _field_with_bad_utf8(field.message_type, value, name)
+                if found:
+                    return found
+    except IndexError:
+        return None
+    return None
+
+
+def _varint(raw: bytes, at: int) -> tuple[int, int]:
+    value, shift = 0, 0
+    while True:
+        byte = raw[at]
+        value |= (byte & 0x7F) << shift
+        at += 1
+        if byte < 0x80:
+            return value, at
+        shift += 7
 
 
 def _record(method: str, label: str, context, seconds: float, record: dict) -> None:

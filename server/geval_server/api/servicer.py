@@ -17,6 +17,7 @@ from geval_server.api.calls import call_record
 from geval_server.api.wire import (
     Limits,
     RequestError,
+    bound_summary,
     group_result,
     inline_rubrics,
     item_result,
@@ -24,7 +25,7 @@ from geval_server.api.wire import (
     validate,
     validate_groups,
 )
-from geval_server.judge import ItemOutcome, Judge, UnservableRubric
+from geval_server.judge import BoundSummary, ItemOutcome, Judge, UnservableRubric, bound_summaries
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +80,12 @@ class RewardService(reward_pb2_grpc.RewardServiceServicer):
         async with self._admitted(len(valid.items), valid.selection, record):
             outcomes = await self._judge.score_request(valid)
         record["failed"] = sum(1 for outcome in outcomes if outcome.failure)
-        _count(outcomes)
+        bound = bound_summaries(outcomes)
+        _count(outcomes, bound)
         return reward_pb2.ScoreResponse(results=[item_result(item_id, outcome)
                                                  for item_id, outcome in zip(valid.ids, outcomes)],
-                                        judge_model=self._judge.judge_model)
+                                        judge_model=self._judge.judge_model,
+                                        bound=[bound_summary(summary) for summary in bound])
 
     async def _score_groups(self, request: reward_pb2.ScoreGroupsRequest, record: dict):
         valid = self._checked(validate_groups, request)
@@ -162,10 +165,15 @@ class _Refused(Exception):
         self.code, self.message = code, message
 
 
-def _count(outcomes: list[ItemOutcome]) -> None:
+def _count(outcomes: list[ItemOutcome], bound: list[BoundSummary]) -> None:
     """A call's outcomes into the metrics, each labelled metric looked up once per label:
     a lookup per item and score was 16 us per item with 4 rubrics, against 6."""
     outcomes_by_code = collections.Counter(outcome.failure.code if outcome.failure else "OK" for outcome in outcomes)
     for code, count in outcomes_by_code.items():
         metrics.ITEMS.labels(code).inc(count)
     metrics.SCORE_CLAIMS_REMOVED.inc(sum(outcome.score_claims_removed for outcome in outcomes))
+    for summary in bound:
+        metrics.BOUND_ITEMS.labels(summary.rubric).inc(summary.items)
+        metrics.BOUND_READ_TWICE.labels(summary.rubric).inc(summary.read_twice)
+        metrics.BOUND_LOWERED.labels(summary.rubric).inc(summary.lowered)
+        metrics.BOUND_GAP.labels(summary.rubric).inc(summary.gap_sum)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from geval_client.pb import reward_pb2
 
+from geval_server.defences.reader_text import is_blank
 from geval_server.groupwise.plan import DEFAULT_NEIGHBOURS, Group, Schedule
 from geval_server.groupwise.win_matrix import Aggregation
 from geval_server.scorers.base import ItemFailure, JudgeInput, Kind, ScorerInfo
@@ -27,7 +28,7 @@ from geval_server.scorers.scoring_mode import Logprobs, Reasoning, Sampling, Sco
 
 if TYPE_CHECKING:  # the judge imports this module's request types
     from geval_server.groupwise.judge import GroupResult
-    from geval_server.judge import ItemOutcome, ItemScore
+    from geval_server.judge import BoundSummary, ItemOutcome, ItemScore
 
 CHAT_ROLES = tuple(ROLE_LABELS)
 MAX_SAMPLES = 64
@@ -236,10 +237,10 @@ def _item(i: int, item: reward_pb2.Item, needs_reference: list[str], limits: Lim
         _check_length(item.completion, f"items[{i}].completion", limits)
         _check_length(item.reference, f"items[{i}].reference", limits)
         prompt = _prompt_text(f"items[{i}]", item)
-        if not item.completion.strip():
+        if is_blank(item.completion):  # only invisible characters is empty too: the judge would read nothing
             raise ItemFailure("INVALID_ARGUMENT", "must not be empty", f"items[{i}].completion")
         reference = item.reference if item.HasField("reference") else None
-        if needs_reference and not (reference or "").strip():
+        if needs_reference and is_blank(reference or ""):
             raise ItemFailure(
                 "INVALID_ARGUMENT",
                 f"is required by rubric(s) {needs_reference} and must not be empty",
@@ -253,7 +254,7 @@ def _item(i: int, item: reward_pb2.Item, needs_reference: list[str], limits: Lim
 def _prompt_text(where: str, item: reward_pb2.Item | reward_pb2.Group) -> str:
     kind = item.WhichOneof("prompt")
     if kind == "text":
-        if not item.text.strip():
+        if is_blank(item.text):
             raise ItemFailure("INVALID_ARGUMENT", "must not be empty", f"{where}.text")
         return item.text
     if kind == "chat":
@@ -329,7 +330,7 @@ def validate_groups(
     anchor = request.anchor if request.HasField("anchor") else None
     if anchor is not None and schedule is not Schedule.ANCHOR:
         raise RequestError("anchor", "is read only by SCHEDULE_ANCHOR")
-    if anchor is not None and (not anchor.strip() or len(anchor) > limits.max_field_chars):
+    if anchor is not None and (is_blank(anchor) or len(anchor) > limits.max_field_chars):
         raise RequestError("anchor", f"must be non-empty text of at most {limits.max_field_chars} characters "
                            "(--max-field-chars)")
     selection = _selection(request.rubrics, "rubrics", served, limits) or [(default_rubric, 1.0)]
@@ -356,10 +357,10 @@ def _group(i: int, group: reward_pb2.Group, referenced: list[str], schedule: Sch
         _check_length(group.reference, f"{where}.reference", limits)
         prompt = _prompt_text(where, group)
         reference = group.reference if group.HasField("reference") else None
-        if referenced and not (reference or "").strip():
+        if referenced and is_blank(reference or ""):
             raise ItemFailure("INVALID_ARGUMENT", f"is required by rubric(s) {referenced} and must not be empty",
                               f"{where}.reference")
-        if schedule is Schedule.ANCHOR and anchor is None and not (reference or "").strip():
+        if schedule is Schedule.ANCHOR and anchor is None and is_blank(reference or ""):
             raise ItemFailure("INVALID_ARGUMENT", "is the anchor of SCHEDULE_ANCHOR (no request anchor is set) and "
                               "must not be empty", f"{where}.reference")
         return Group(prompt, list(group.completions), reference, anchor if anchor is not None else reference)
@@ -380,7 +381,8 @@ def item_result(item_id: str, outcome: ItemOutcome) -> dict:
     """An item's result as the fields of its message: the response is built from them in one
     constructor, where messages built one by one were copied into their parents at each
     level (a 64-item response with 4 rubrics: 34 us per item against 15)."""
-    result = {"id": item_id, "scores": [rubric_score(s) for s in outcome.scores],
+    result = {"id": item_id, "scores": [rubric_score(s, outcome.bound_gaps.get(s.scorer.name, 0.0))
+                                        for s in outcome.scores],
               "score_claims_removed": outcome.score_claims_removed, "masked_read_lowered": outcome.masked_read_lowered}
     if outcome.failure is None:
         result.update(reward=outcome.reward, plain_reward=outcome.plain_reward)
@@ -389,11 +391,18 @@ def item_result(item_id: str, outcome: ItemOutcome) -> dict:
     return result
 
 
-def rubric_score(item_score: ItemScore) -> dict:
-    """One scorer's result as the fields of its RubricScore: the reward and what that scorer
-    measured, in the form the scorer writes (Score.wire)."""
+def bound_summary(summary: BoundSummary) -> reward_pb2.BoundSummary:
+    return reward_pb2.BoundSummary(rubric=summary.rubric, items=summary.items, read_twice=summary.read_twice,
+                                   lowered_share=summary.lowered_share, mean_gap=summary.mean_gap)
+
+
+def rubric_score(item_score: ItemScore, bound_gap: float = 0.0) -> dict:
+    """One scorer's result as the fields of its RubricScore: the reward, the plain read's
+    reward before the bound took bound_gap off it, and what that scorer measured, in the
+    form the scorer writes (Score.wire)."""
     scorer, score = item_score.scorer, item_score.score
-    return {"rubric": scorer.name, "reward": score.reward, "content_hash": scorer.content_hash, **score.wire()}
+    return {"rubric": scorer.name, "reward": score.reward, "plain_reward": score.reward + bound_gap,
+            "content_hash": scorer.content_hash, **score.wire()}
 
 
 def rubric_info(info: ScorerInfo) -> reward_pb2.RubricInfo:

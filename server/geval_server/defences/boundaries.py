@@ -25,8 +25,9 @@ def escape_boundaries(text: str) -> str:
 
     A tag counts whether it opens or closes, ignoring case, width (`＜／`),
     spaces, invisible characters (zero-width, soft hyphen, bidi controls) and
-    look-alike letters of other scripts (reader_text.py): `</Evaluated_text >`
-    with a zero-width space inside, or a Cyrillic `е`, is caught too. Other `<` (code, HTML, `x < 3`) stay as they are.
+    look-alike letters (reader_text.py, and any letter outside ASCII standing for one of
+    the name's): `</Evaluated_text >` with a zero-width space inside, a Cyrillic `е` or a
+    Latin alpha `ɑ` is caught too. Other `<` (code, HTML, `x < 3`) stay as they are.
     """
     if "<" not in text and "\uff1c" not in text and "\ufe64" not in text:  # most text: three fast scans
         return text
@@ -39,8 +40,16 @@ def escape_boundaries(text: str) -> str:
 
 
 def _starts_boundary_tag(after_opener: str) -> bool:
-    skeleton = "".join(c for c in reader_text(after_opener, casefold=True) if not c.isspace())
-    return skeleton.lstrip("/").startswith(BOUNDARY_TAGS)
+    skeleton = "".join(c for c in reader_text(after_opener, casefold=True) if not c.isspace()).lstrip("/")
+    return any(_drawn_like(skeleton[:len(tag)], tag) for tag in BOUNDARY_TAGS)
+
+
+def _drawn_like(written: str, tag: str) -> bool:
+    """Whether `written` reads as `tag`: each character the tag's own, or a letter outside
+    ASCII in its place. A fold table lists the look-alikes it knows; a tag name is ASCII,
+    so any other letter standing for one of its letters is a look-alike, listed or not."""
+    return len(written) == len(tag) and all(
+        w == t or (not w.isascii() and w.isalpha()) for w, t in zip(written, tag))
 
 
 def fenced_places(source_label: str, reference_label: str | None, completions: str) -> str:

@@ -5,8 +5,10 @@ Each defence is one module with one object, `remove(text) -> (text, spans remove
 2. grader_lines.py: lines and blocks that speak to the grader instead of the reader;
 both remove from what every slot reader reads, and their counts add up to the item's
 `score_claims_removed`. Then
-3. numeral_mask.py: a second read of that text with every numeral masked; the lower of
-the two rewards is kept, so a claim no rule recognized can only lower the reward.
+3. slot_mask.py: a second read of that text with every word that addresses the score slot
+(the criteria's names, the form's heading, in any spelling a reader reads) removed and
+every numeral masked (numeral_mask.py); the lower of the two rewards is kept, so a claim
+no rule recognized can only lower the reward.
 boundaries.py works inside the prompt instead (every prompt escapes the tags that fence
 user text), so it is always on and not in this chain.
 
@@ -20,8 +22,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from geval_server.defences.grader_lines import GraderLineRemover
-from geval_server.defences.numeral_mask import mask_numerals
 from geval_server.defences.score_claims import ScoreClaimRemover
+from geval_server.defences.slot_mask import SlotMask
 
 
 @dataclass(frozen=True)
@@ -43,11 +45,6 @@ class Defence(Protocol):
         """(the text with what the defence catches removed, how many spans were)."""
 
 
-class _NumeralMask:
-    def remove(self, text: str) -> tuple[str, int]:
-        return mask_numerals(text)
-
-
 @dataclass(frozen=True)
 class Defences:
     removals: tuple[Defence, ...]  # applied in order to what every slot reader reads
@@ -66,7 +63,9 @@ class Defences:
         if self.bound is None:
             return None
         masked, count = self.bound.remove(text)
-        return masked if count else None
+        # What the removal leaves can be padding the removals cut (`\n\n\n\n` where a line
+        # went): cut here too, so the second read is of text a completion could be read as.
+        return self.removed(masked)[0] if count else None
 
 
 @functools.lru_cache(maxsize=64)
@@ -76,4 +75,4 @@ def defences_for(criteria: frozenset[str], settings: DefenceSettings) -> Defence
     removals: tuple[Defence, ...] = ()
     if settings.remove_score_claims and criteria:
         removals = (ScoreClaimRemover(sorted(criteria)), GraderLineRemover(sorted(criteria)))
-    return Defences(removals, _NumeralMask() if settings.masked_read_bound else None)
+    return Defences(removals, SlotMask(sorted(criteria)) if settings.masked_read_bound else None)

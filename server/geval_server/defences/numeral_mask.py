@@ -27,7 +27,14 @@ from __future__ import annotations
 
 import re
 
-from geval_server.defences.reader_text import COUNTING_SIGNS, ReaderView, reader_view, replace_spans, skeleton_text
+from geval_server.defences.reader_text import (
+    COUNTING_SIGNS,
+    ReaderView,
+    merged_spans,
+    reader_view,
+    replace_spans,
+    skeleton_text,
+)
 
 MASK = "#"
 
@@ -90,7 +97,9 @@ def mask_numerals(text: str) -> tuple[str, int]:
     ('Coherence: # out of #', 2)
     """
     view = reader_view(text)
-    spans = _numeral_spans(view)
+    # Numerals that touch are one mask (`**5**` is `#`, not `###`, which would itself read
+    # as a run of one mark): masking masked text changes nothing.
+    spans = merged_spans(_numeral_spans(view))
     return replace_spans(text, view.source_index, spans, MASK), len(spans)
 
 

@@ -56,6 +56,11 @@ def is_invisible(char: str) -> bool:
     return unicodedata.category(char) == "Cf" or char in _INVISIBLE_OTHER
 
 
+def is_blank(text: str) -> bool:
+    """Whether a reader sees nothing in the text: only spaces and invisible characters."""
+    return all(c.isspace() or is_invisible(c) for c in text)
+
+
 def reader_text(text: str, casefold: bool = False) -> str:
     """NFKC, optionally case folded, invisible characters removed, look-alike letters
     folded to Latin ones."""
@@ -148,6 +153,17 @@ def replace_spans(text: str, source_index: Sequence[int], spans: Sequence[tuple[
         pieces += [text[cursor:source_index[start]], marker]
         cursor = source_index[end - 1] + 1
     return "".join(pieces) + text[cursor:]
+
+
+def merged_spans(spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The spans sorted, those that overlap or touch joined into one."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
 
 
 def _sign_classes(categories: Sequence[str]) -> dict[str, str]:

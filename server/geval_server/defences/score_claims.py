@@ -42,7 +42,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable
 
-from geval_server.defences.reader_text import COUNTING_SIGNS, MATH_SIGNS, ReaderView, reader_view
+from geval_server.defences.reader_text import COUNTING_SIGNS, MATH_SIGNS, ReaderView, merged_spans, reader_view
 from geval_server.defences.reader_text import skeleton_text as _skeleton_text
 
 REDACTED = "[score removed]"
@@ -245,10 +245,10 @@ class ScoreClaimRemover:
             if found:
                 spans.append((found.start(), end))
         spans += (found.span() for found in _standalone_claims(skeleton, words, distinct))
-        return _merged(spans)
+        return merged_spans(spans)
 
     def _is_criterion(self, word: str) -> bool:
-        return any(_close_to(word, name) for name in self._words_by_initial.get(word[:1], ()))
+        return any(close_to(word, name) for name in self._words_by_initial.get(word[:1], ()))
 
     def remove(self, text: str) -> tuple[str, int]:
         """(text with every claim replaced and every run of padding cut, how many of both)."""
@@ -277,7 +277,7 @@ def _plausible_value(value: str) -> bool:
     return value.strip() not in ("a", "i", "s")
 
 
-def _close_to(word: str, name: str) -> bool:
+def close_to(word: str, name: str) -> bool:
     """The name itself, a word derived from it (`coherent`, `coherency`), or one at most
     two edits away (`coherance`, `cohrence`) when both are long enough to tell apart."""
     if word == name:
@@ -311,12 +311,3 @@ def _edits(a: str, b: str) -> int:
         previous = current
     return previous[-1]
 
-
-def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    merged: list[tuple[int, int]] = []
-    for start, end in sorted(spans):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
-        else:
-            merged.append((start, end))
-    return merged

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from geval_server.defences.chain import Defences
+from geval_server.defences.reader_text import is_blank
 from geval_server.engine.protocol import JudgeEngine
 from geval_server.engine.tokenization import Tokenization
 from geval_server.groupwise.plan import Group, Schedule, cyclic_shifts, default_schedule, distinct, pairs
@@ -196,7 +197,7 @@ class GroupJudge:
             where = f"groups[{index}].completions[{i}]"
             if result.member_failures[i] is not None:
                 continue
-            if not text.strip():
+            if is_blank(text):
                 result.member_failures[i] = ItemFailure("INVALID_ARGUMENT", f"{where}: must not be empty", where)
             elif fixed + 2 * len(ids) > limit:
                 result.member_failures[i] = ItemFailure(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import math
+import time
 from concurrent import futures
 
 import grpc
@@ -162,8 +163,10 @@ class Replica(reward_pb2_grpc.RewardServiceServicer):
 
     def ScoreGroups(self, request, context):
         self.groups.extend(list(group.completions) for group in request.groups)
+        half = reward_pb2.CompletionResult(reward=0.5)
         return reward_pb2.ScoreGroupsResponse(results=[
-            reward_pb2.GroupResult(id=group.id, completions=[reward_pb2.CompletionResult(reward=0.5)] * len(group.completions)) for group in request.groups])
+            reward_pb2.GroupResult(id=group.id, completions=[half] * len(group.completions))
+            for group in request.groups])
 
 
 @pytest.fixture
@@ -233,7 +236,7 @@ def test_a_replica_killed_while_holding_work_sends_it_to_another(fleet):
     with RewardClient(addresses, retry=FAST_RETRY) as client, futures.ThreadPoolExecutor(1) as pool:
         pending = pool.submit(client.score, items)
         while not replicas[0].items:
-            pass
+            time.sleep(0.01)
         servers[1].stop(grace=None)  # its in-flight call is cancelled: the work it held is lost to it
         release.set_result(None)
         results = pending.result(timeout=30)

@@ -80,7 +80,11 @@ def stop_replicas(replicas) -> None:
         if process.poll() is None:
             process.terminate()
     for process, _ in replicas:
-        process.wait(timeout=30)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 # ---- the step -------------------------------------------------------------------------------
@@ -160,7 +164,7 @@ def timed_step(strategy, addresses: list[str], items: list[dict]) -> tuple[float
     return seconds, hit_rates(before, cache_counts(addresses)), results
 
 
-def simulated(docs, seconds_per_token: float) -> tuple[list[list], list[str]]:
+def simulated(docs, seconds_per_token: float, round_robin_at: tuple[int, ...]) -> tuple[list[list], list[str]]:
     replicas = start_replicas(max(REPLICA_COUNTS), seconds_per_token)
     addresses = [address for _, address in replicas]
     rows, notes, runs = [], [], 0
@@ -171,6 +175,8 @@ def simulated(docs, seconds_per_token: float) -> tuple[list[list], list[str]]:
             for name, strategy in STRATEGIES.items():
                 if n == 1 and name != "group affinity (fleet client)":
                     continue  # one replica: every strategy is the same call
+                if name == "whole-call round robin" and n not in round_robin_at:
+                    continue  # the one call lands on one replica whatever N: measured once
                 runs += 1
                 seconds, rates, _ = timed_step(strategy, addresses[:n], step_items(docs, f"run {runs}"))
                 one_replica = one_replica or (seconds, rates[0])
@@ -237,10 +243,12 @@ def main() -> None:
     parser.add_argument("--seconds-per-token", type=float, default=2e-4,
                         help="modelled compute per uncached prompt token of a null replica")
     parser.add_argument("--real", action="store_true", help="also (b): two real embedded replicas")
+    parser.add_argument("--round-robin-at", type=int, nargs="+", default=[2],
+                        help="replica counts to run whole-call round robin at (it takes N=1's time at every N)")
     args = parser.parse_args()
     info = common.machine()
     docs = common.summeval_docs()
-    rows, notes = simulated(docs, args.seconds_per_token)
+    rows, notes = simulated(docs, args.seconds_per_token, args.round_robin_at)
     if args.real:
         notes += real_replicas(docs)
     notes = [f"(a) One step: {PROMPTS} SummEval articles x {COMPLETIONS} summaries as one Score call "

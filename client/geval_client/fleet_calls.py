@@ -1,8 +1,8 @@
 """One Score or ScoreGroups call spread over a fleet: cut into one sub-call per replica as
 fleet.plan() says, answered parts put back in the caller's order.
 
-Entries whose sub-call failed stay pending and are planned again over the replicas still
-up, so every entry is answered exactly once, by one replica. An entry without an id is sent
+Entries whose sub-call failed are planned again (by the caller) over the replicas still up,
+so every entry is answered exactly once, by one replica. An entry without an id is sent
 with its index in the whole call, so results carry the ids one server would have given.
 """
 
@@ -34,12 +34,12 @@ class Call:
         self._hashes: dict[str, tuple[str, str]] = {}  # rubric -> (content hash, replica that sent it)
         self.scored_by: dict[str, int] = {}  # replica -> entries it answered
 
-    def parts(self, replicas: Sequence[str]) -> list[tuple[str, list[int], object]]:
-        """(replica, entry indexes, sub-request) for every pending entry."""
-        placed = plan([self._keys[i] for i in self.pending], replicas, cut=self._cut)
+    def parts(self, replicas: Sequence[str], entries: Sequence[int]) -> list[tuple[str, list[int], object]]:
+        """(replica, entry indexes, sub-request) placing `entries` (indexes) over `replicas`."""
+        placed = plan([self._keys[i] for i in entries], replicas, cut=self._cut)
         parts = []
         for replica, positions in placed.items():
-            indexes = [self.pending[p] for p in positions]
+            indexes = [entries[p] for p in positions]
             parts.append((replica, indexes, self._sub_request(indexes)))
         return parts
 

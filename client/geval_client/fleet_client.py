@@ -17,6 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -114,31 +115,39 @@ class FleetCaller(_FleetBase):
         self._pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="geval-fleet")
 
     def call(self, method: str, request):
-        """Score or ScoreGroups, cut over the fleet."""
+        """Score or ScoreGroups, cut over the fleet; a failed share is placed again as soon as it fails."""
         call, patience = Call(method, request), self._retry.patience()
         deadline = time.monotonic() + self._timeout
-        while True:
-            error = self._refresh()
-            with self._lock:
-                ready = self._replicas.ready()
-                parts = [(address, indexes, sub, self._open[address]) for address, indexes, sub in call.parts(ready)] \
-                    if ready else []
-            outcomes = list(self._pool.map(lambda part: self._send(method, part[2], part[3], deadline), parts))
-            for (address, indexes, _, _), outcome in zip(parts, outcomes):
-                if isinstance(outcome, grpc.RpcError):
-                    with self._lock:
-                        error = self._failed(method, address, outcome)
-                    continue
-                call.answered(address, indexes, outcome)
+        waiting, running, error = list(call.pending), {}, None
+        while waiting or running:
+            if waiting:
+                error = self._refresh() or error
                 with self._lock:
-                    self._replicas.answered(address)
-                    self.load[address] += len(indexes)
-            if not call.pending:
-                return call.response()
-            with self._lock:
-                up = self._replicas.up()
-            if not up:
-                time.sleep(self._next_wait(method, error or self._none_up(method), patience))
+                    up = self._replicas.up()
+                if not up and not running:
+                    time.sleep(self._next_wait(method, error or self._none_up(method), patience))
+                    with self._lock:
+                        up = self._replicas.ready()
+                if up:
+                    with self._lock:
+                        for address, indexes, sub in call.parts(up, waiting):
+                            future = self._pool.submit(self._send, method, sub, self._open[address], deadline)
+                            running[future] = (address, indexes)
+                    waiting = []
+            if running:
+                done, _ = futures.wait(running, return_when=futures.FIRST_COMPLETED)
+                for future in done:
+                    address, indexes = running.pop(future)
+                    outcome = future.result()
+                    with self._lock:
+                        if isinstance(outcome, grpc.RpcError):
+                            error = self._failed(method, address, outcome)
+                            waiting += indexes
+                            continue
+                        self._replicas.answered(address)
+                        self.load[address] += len(indexes)
+                    call.answered(address, indexes, outcome)
+        return call.response()
 
     def call_one(self, method: str, request):
         """A call any one replica answers (GetInfo, PrepareRubrics)."""
@@ -208,24 +217,35 @@ class AsyncFleetCaller(_FleetBase):
     async def call(self, method: str, request):
         call, patience = Call(method, request), self._retry.patience()
         deadline = time.monotonic() + self._timeout
-        while True:
-            error = await self._refresh()
-            ready = self._replicas.ready()
-            parts = call.parts(ready) if ready else []
-            outcomes = await asyncio.gather(
-                *(self._send(method, sub, self._open[address], deadline) for address, _, sub in parts)
-            )
-            for (address, indexes, _), outcome in zip(parts, outcomes):
-                if isinstance(outcome, grpc.RpcError):
-                    error = self._failed(method, address, outcome)
-                    continue
-                call.answered(address, indexes, outcome)
-                self._replicas.answered(address)
-                self.load[address] += len(indexes)
-            if not call.pending:
-                return call.response()
-            if not self._replicas.up():
-                await asyncio.sleep(self._next_wait(method, error or self._none_up(method), patience))
+        waiting, running, error = list(call.pending), {}, None
+        try:
+            while waiting or running:
+                if waiting:
+                    error = await self._refresh() or error
+                    up = self._replicas.up()
+                    if not up and not running:
+                        await asyncio.sleep(self._next_wait(method, error or self._none_up(method), patience))
+                        up = self._replicas.ready()
+                    for address, indexes, sub in call.parts(up, waiting) if up else ():
+                        task = asyncio.ensure_future(self._send(method, sub, self._open[address], deadline))
+                        running[task] = (address, indexes)
+                    waiting = waiting if not up else []
+                if running:
+                    done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                    for task in done:
+                        address, indexes = running.pop(task)
+                        outcome = task.result()
+                        if isinstance(outcome, grpc.RpcError):
+                            error = self._failed(method, address, outcome)
+                            waiting += indexes
+                            continue
+                        self._replicas.answered(address)
+                        self.load[address] += len(indexes)
+                        call.answered(address, indexes, outcome)
+        finally:
+            for task in running:
+                task.cancel()
+        return call.response()
 
     async def call_one(self, method: str, request):
         patience = self._retry.patience()

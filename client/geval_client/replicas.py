@@ -11,7 +11,6 @@ differently is refused.
 from __future__ import annotations
 
 import collections
-import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -53,10 +52,11 @@ class Replicas:
             self._resolved_at = now
             fresh: dict[str, str] = {}
             for entry in self.entries:
+                host = entry.rpartition(":")[0].strip("[]")
                 try:
-                    fresh.update(dict.fromkeys(self._resolve(entry), entry.rpartition(":")[0].strip("[]")))
-                except (OSError, socket.gaierror):
-                    fresh.update({a: host for a, host in self._addresses.items() if host == entry.rpartition(":")[0]})
+                    fresh.update(dict.fromkeys(self._resolve(entry), host))
+                except OSError:  # socket.gaierror among them
+                    fresh.update({address: h for address, h in self._addresses.items() if h == host})
             self._addresses = fresh
             for gone in set(self.rubrics) - set(fresh):
                 del self.rubrics[gone]

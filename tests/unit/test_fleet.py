@@ -100,8 +100,13 @@ def test_targets_that_make_a_fleet():
 def test_replicas_are_resolved_again_and_set_aside_for_a_while():
     now = [0.0]
     answers = {"judges:1": ["10.0.0.1:1", "10.0.0.2:1"]}
-    replicas = Replicas(["judges:1"], lambda entry: answers[entry], resolve_every_s=30, set_aside_s=5,
-                        clock=lambda: now[0])
+
+    def resolve(entry: str) -> list[str]:
+        if entry not in answers:
+            raise OSError("Temporary failure in name resolution")
+        return answers[entry]
+
+    replicas = Replicas(["judges:1"], resolve, resolve_every_s=30, set_aside_s=5, clock=lambda: now[0])
     assert replicas.unchecked() == ["10.0.0.1:1", "10.0.0.2:1"]
     replicas.add_compared({"10.0.0.1:1": {"r": "h"}, "10.0.0.2:1": {"r": "h"}})
     replicas.set_aside("10.0.0.1:1")
@@ -114,6 +119,9 @@ def test_replicas_are_resolved_again_and_set_aside_for_a_while():
     assert replicas.up() == ["10.0.0.1:1", "10.0.0.2:1"]  # not yet due
     now[0] = 31.0
     assert replicas.up() == ["10.0.0.2:1"] and replicas.unchecked() == ["10.0.0.3:1"]
+    del answers["judges:1"]  # a DNS blip keeps the last answer
+    now[0] = 62.0
+    assert list(replicas.current()) == ["10.0.0.2:1", "10.0.0.3:1"]
 
 
 def test_a_mixed_fleet_names_the_odd_replica_and_rubric():
@@ -128,7 +136,7 @@ def test_a_mixed_fleet_names_the_odd_replica_and_rubric():
 def test_a_split_call_answers_in_the_callers_order_with_the_ids_one_server_gives():
     request = score_request(grpo_items(6, 3) + [{"prompt": "x", "completion": "y", "id": "mine"}])
     call = Call("Score", request)
-    parts = call.parts(REPLICAS[:3])
+    parts = call.parts(REPLICAS[:3], call.pending)
     assert len(parts) > 1
     for replica, indexes, sub in parts:
         assert [item.id for item in sub.items] == [("mine" if i == 18 else str(i)) for i in indexes]

@@ -14,10 +14,12 @@ and per replica the share of prompt tokens its prefix cache held during the step
 (c) A replica killed (SIGKILL) a third of the way into a step of N = 4: items lost, doubled,
 and seconds added against the same step unharmed.
 
-(b) With --real: two real `geval-reward serve` replicas (the embedded judge, small KV cache)
-score 64 items as one call; items per replica, and rewards against one server's.
+(b) With --real, instead: per number format (the server's default, and float32), two fresh
+real `geval-reward serve` replicas (the embedded judge, small KV cache) score 64 items as one
+call; items per replica, rewards against one replica's, and the two replicas' against each other.
 
-    python benchmarks/bench_fleet.py [--seconds-per-token 2e-4] [--real]
+    python benchmarks/bench_fleet.py [--seconds-per-token 1e-3] [--round-robin-at 2]
+    python benchmarks/bench_fleet.py --real
 """
 
 from __future__ import annotations
@@ -217,44 +219,69 @@ def killed_mid_step(docs, addresses: list[str], replicas, runs: int) -> str:
 # ---- (b): two real replicas ---------------------------------------------------------------
 
 
-def real_replicas(docs) -> list[str]:
+def real_replicas(docs) -> tuple[list[list], list[str]]:
+    """Per number format, two fresh real replicas: one call of 64 items over both, then the
+    same items on each alone. Rewards: the fleet's against one replica's, and the two fresh
+    replicas' against each other."""
     from geval_client import RewardClient
 
     items = common.grpo_batch(docs[:8], COMPLETIONS)
-    with common.geval_server(0, *REAL_ARGS, log_name="fleet_a") as (first, _), \
-            common.geval_server(0, *REAL_ARGS, log_name="fleet_b") as (second, _):
-        with RewardClient([first, second], timeout=1800) as client:
-            started = time.perf_counter()
-            fleet = client.score(items, rubrics=RUBRIC)
-            fleet_s = time.perf_counter() - started
-            load = client.replica_load()
-        with RewardClient(first, timeout=1800) as client:
-            started = time.perf_counter()
-            alone = client.score(items, rubrics=RUBRIC)
-            alone_s = time.perf_counter() - started
-    largest = max(abs(a.reward - b.reward) for a, b in zip(fleet, alone))
-    return [f"(b) Two real replicas (embedded judge, default dtype, 1 GiB KV cache), one Score call of "
-            f"{len(items)} items (8 articles x 8): items per replica {sorted(load.values())}, {fleet_s:.1f} s; "
-            f"the same items on one of them alone {alone_s:.1f} s; rewards differ by at most {largest:.2e}."]
+    rows = []
+    for dtype in ("default", "float32"):
+        args = (*REAL_ARGS, *(("--dtype", dtype) if dtype != "default" else ()))
+        with common.geval_server(0, *args, log_name="fleet_a") as (first, _), \
+                common.geval_server(0, *args, log_name="fleet_b") as (second, _):
+            with RewardClient(first) as client:
+                served = client.info().engine_settings["dtype"]
+            with RewardClient([first, second], timeout=1800) as client:
+                started = time.perf_counter()
+                fleet = client.score(items, rubrics=RUBRIC)
+                fleet_s = time.perf_counter() - started
+                load = sorted(client.replica_load().values())
+            alone = {}
+            for address in (first, second):
+                with RewardClient(address, timeout=1800) as client:
+                    started = time.perf_counter()
+                    alone[address] = (client.score(items, rubrics=RUBRIC), time.perf_counter() - started)
+
+        def largest(a, b):
+            return max(abs(x.reward - y.reward) for x, y in zip(a, b))
+
+        rows.append([f"{dtype} ({served})", str(load), round(fleet_s, 1), round(alone[first][1], 1),
+                     f"{largest(fleet, alone[first][0]):.1e}", f"{largest(alone[first][0], alone[second][0]):.1e}"])
+        print(rows[-1], flush=True)
+    notes = [f"One Score call of {len(items)} items (8 SummEval articles x 8 summaries, {RUBRIC}) over two fresh "
+             "replicas (the embedded judge, 1 GiB KV cache each), then the same items on each replica alone. "
+             "Largest |reward difference|: the fleet's against replica A's, and replica A's against replica B's "
+             "(two fresh servers, the same items, the same call shape)."]
+    return rows, notes
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds-per-token", type=float, default=2e-4,
+    parser.add_argument("--seconds-per-token", type=float, default=1e-3,
                         help="modelled compute per uncached prompt token of a null replica")
-    parser.add_argument("--real", action="store_true", help="also (b): two real embedded replicas")
     parser.add_argument("--round-robin-at", type=int, nargs="+", default=[2],
                         help="replica counts to run whole-call round robin at (it takes N=1's time at every N)")
+    parser.add_argument("--real", action="store_true", help="(b) only: two real embedded replicas")
     args = parser.parse_args()
     info = common.machine()
     docs = common.summeval_docs()
-    rows, notes = simulated(docs, args.seconds_per_token, args.round_robin_at)
     if args.real:
-        notes += real_replicas(docs)
+        rows, notes = real_replicas(docs)
+        common.report(
+            "bench_fleet_real", "Two real replicas: items per replica, rewards against one server's",
+            ["number format", "items per replica", "fleet s", "one replica s", "fleet vs A", "A vs B"],
+            rows, {"judge": "SmolLM2-135M-Instruct (embedded)", "rubric": RUBRIC}, notes=notes,
+            machine_info=info, level=4,
+        )
+        return
+    rows, notes = simulated(docs, args.seconds_per_token, args.round_robin_at)
     notes = [f"(a) One step: {PROMPTS} SummEval articles x {COMPLETIONS} summaries as one Score call "
              f"({RUBRIC}); every run's articles new to the replicas. Speed-up: N=1's step seconds over this row's. "
              "Hit rate: share of a replica's prompt tokens its modelled prefix cache held during the step, "
-             "mean and lowest over the replicas that read; points: mean against one replica's.",
+             "mean and lowest over the replicas that read; points: mean against one replica's. Whole-call round "
+             "robin sends the one call to one replica whatever N.",
              *notes]
     common.report(
         "bench_fleet",

@@ -38,7 +38,7 @@ def second_server(tmp_path_factory):
     """Another replica, served as the shared one is (float32, the test rubrics), small KV cache."""
     log_path = tmp_path_factory.mktemp("fleet") / "second.log"
     process, address = start_server(log_path, "--rubrics", str(TEST_RUBRICS), "--dtype", "float32",
-                                    "--kv-cache-memory-bytes", str(1 << 30), "--no-semscore")
+                                    "--kv-cache-memory-bytes", str(1 << 30))
     yield process, address
     stop_server(process)
 

@@ -1,4 +1,5 @@
-"""RewardClient (blocking) and AsyncRewardClient (asyncio): one RPC per batch.
+"""RewardClient (blocking) and AsyncRewardClient (asyncio): one RPC per batch, or, for a
+fleet of replicas, one per replica (fleet_client.py).
 
 Each call has a deadline (`timeout`) that covers gRPC's retries of it;
 transient failures are retried (see retry.py); a failure for good raises
@@ -18,6 +19,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from .defaults import DEFAULT_TARGET, DEFAULT_TIMEOUT_S
 from .errors import RewardServerError
+from .fleet_calls import SPLIT_METHODS
+from .fleet_client import MAX_IN_FLIGHT_PER_REPLICA, AsyncFleetCaller, FleetCaller
 from .pb import reward_pb2, reward_pb2_grpc
 from .requests import Rubrics, group_request, rubric_spec, score_request
 from .retry import Patience, RetryPolicy
@@ -27,6 +30,7 @@ from .transport import (
     TLSOptions,
     auth_metadata,
     channel_spec,
+    is_fleet,
     open_aio_channel,
     open_channel,
 )
@@ -42,11 +46,14 @@ HEALTH_TIMEOUT_S = 5.0
 class _ClientBase:
     """Options shared by both clients.
 
-    target: "host:port", a list (or comma-separated string) of them, or one gRPC
-    target such as "dns:///judges:50051"; calls are spread with round_robin.
+    target: "host:port" (one server); a list (or comma-separated string) of them, or a DNS
+    name such as "dns:///judges:50051" (a fleet: each call is cut prompt by prompt over the
+    replicas, see docs/fleet.md); or another gRPC target, such as "ipv4:..." (whole calls
+    spread with round_robin).
     timeout: deadline of each call (gRPC's retries of it included), in seconds.
     retry: retries of UNAVAILABLE and RESOURCE_EXHAUSTED (see retry.py).
     tls: TLSOptions for an encrypted channel; token: sent as `authorization: Bearer <token>`.
+    max_in_flight: a fleet's sub-calls at once on one replica.
     """
 
     def __init__(
@@ -57,14 +64,20 @@ class _ClientBase:
         retry: RetryPolicy = RetryPolicy(),
         tls: TLSOptions | None = None,
         token: str | None = None,
+        max_in_flight: int = MAX_IN_FLIGHT_PER_REPLICA,
     ) -> None:
         if not timeout > 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
-        self._spec = channel_spec(target, tls, retry)
-        self.target = self._spec.label
         self.timeout = timeout
         self.retry = retry
         self._metadata = auth_metadata(token)
+        self._fleet_options = (tls, retry, self._metadata, timeout, self._next_wait, max_in_flight)
+        self._spec = None if is_fleet(target) else channel_spec(target, tls, retry)
+        self.target = self._spec.label if self._spec else ""  # a fleet's is set by the subclass
+
+    def replica_load(self) -> dict[str, int]:
+        """Items (ScoreGroups: groups) each replica of a fleet answered so far; empty for one server."""
+        return dict(self._fleet.load) if self._fleet else {}
 
     def _next_wait(self, method: str, error: grpc.RpcError, patience: Patience) -> float:
         """How long to wait before calling again; raises RewardServerError to give up."""
@@ -85,6 +98,10 @@ class RewardClient(_ClientBase):
 
     def __init__(self, target: Targets = DEFAULT_TARGET, timeout: float = DEFAULT_TIMEOUT_S, **options: Any) -> None:
         super().__init__(target, timeout, **options)
+        self._fleet = FleetCaller(target, *self._fleet_options) if self._spec is None else None
+        if self._fleet:
+            self.target = self._fleet.label
+            return
         self._channel = open_channel(self._spec)
         self._stub = reward_pb2_grpc.RewardServiceStub(self._channel)
         self._health = health_pb2_grpc.HealthStub(self._channel)
@@ -96,7 +113,7 @@ class RewardClient(_ClientBase):
         reward_pb2.Item; rubrics: see requests.Rubrics (None: the server's default);
         mode: Logprobs(), Sampling(n, temperature) or Reasoning(max_tokens, temperature).
         One result per item, in order; an item that could not be scored has .error set."""
-        response = self._call("Score", self._stub.Score, score_request(items, rubrics, mode))
+        response = self._call("Score", score_request(items, rubrics, mode))
         return [item_result(result) for result in response.results]
 
     def score_groups(
@@ -111,18 +128,21 @@ class RewardClient(_ClientBase):
         (Logprobs(), Reasoning(max_tokens): the judge compares in writing first, its texts in
         each rubric's rationales, or Sampling(n)), dry_run (each group's cost, nothing read)."""
         request = group_request(groups, rubrics, schedule, **options)
-        return [group_result(r) for r in self._call("ScoreGroups", self._stub.ScoreGroups, request).results]
+        return [group_result(r) for r in self._call("ScoreGroups", request).results]
 
     def info(self) -> reward_pb2.GetInfoResponse:
-        return self._call("GetInfo", self._stub.GetInfo, reward_pb2.GetInfoRequest())
+        return self._call("GetInfo", reward_pb2.GetInfoRequest())
 
     def prepare_rubrics(self, rubrics: Sequence[Mapping[str, Any]]) -> list[reward_pb2.RubricInfo]:
         """Rubric dicts as the server prepares them (generated steps, content hash), scoring nothing."""
         request = reward_pb2.PrepareRubricsRequest(rubrics=[rubric_spec(r) for r in rubrics])
-        return list(self._call("PrepareRubrics", self._stub.PrepareRubrics, request).rubrics)
+        return list(self._call("PrepareRubrics", request).rubrics)
 
     def healthy(self) -> bool:
-        """One health check, no retries: False when unreachable or not serving."""
+        """One health check, no retries: False when unreachable or not serving (a fleet: when
+        no replica is serving)."""
+        if self._fleet:
+            return self._fleet.healthy()
         try:
             reply = self._health.Check(
                 health_pb2.HealthCheckRequest(), timeout=HEALTH_TIMEOUT_S, metadata=self._metadata
@@ -131,8 +151,10 @@ class RewardClient(_ClientBase):
             return False
         return reply.status == health_pb2.HealthCheckResponse.SERVING
 
-    def _call(self, method: str, rpc, request):
-        patience = self.retry.patience()
+    def _call(self, method: str, request):
+        if self._fleet:
+            return (self._fleet.call if method in SPLIT_METHODS else self._fleet.call_one)(method, request)
+        rpc, patience = getattr(self._stub, method), self.retry.patience()
         while True:
             try:
                 return rpc(request, timeout=self.timeout, metadata=self._metadata)
@@ -140,7 +162,7 @@ class RewardClient(_ClientBase):
                 time.sleep(self._next_wait(method, error, patience))
 
     def close(self) -> None:
-        self._channel.close()
+        (self._fleet or self._channel).close()
 
     def __enter__(self) -> RewardClient:
         return self
@@ -154,6 +176,10 @@ class AsyncRewardClient(_ClientBase):
 
     def __init__(self, target: Targets = DEFAULT_TARGET, timeout: float = DEFAULT_TIMEOUT_S, **options: Any) -> None:
         super().__init__(target, timeout, **options)
+        self._fleet = AsyncFleetCaller(target, *self._fleet_options) if self._spec is None else None
+        if self._fleet:
+            self.target = self._fleet.label
+            return
         self._channel = open_aio_channel(self._spec)
         self._stub = reward_pb2_grpc.RewardServiceStub(self._channel)
         self._health = health_pb2_grpc.HealthStub(self._channel)
@@ -161,23 +187,25 @@ class AsyncRewardClient(_ClientBase):
     async def score(
         self, items: Sequence[Any], rubrics: Rubrics = None, mode: ScoringMode = Logprobs()
     ) -> list[ItemResult]:
-        response = await self._call("Score", self._stub.Score, score_request(items, rubrics, mode))
+        response = await self._call("Score", score_request(items, rubrics, mode))
         return [item_result(result) for result in response.results]
 
     async def score_groups(
         self, groups: Sequence[Mapping[str, Any]], rubrics: Rubrics = None, schedule: str | None = None, **options: Any
     ) -> list[GroupResult]:
         request = group_request(groups, rubrics, schedule, **options)
-        return [group_result(r) for r in (await self._call("ScoreGroups", self._stub.ScoreGroups, request)).results]
+        return [group_result(r) for r in (await self._call("ScoreGroups", request)).results]
 
     async def info(self) -> reward_pb2.GetInfoResponse:
-        return await self._call("GetInfo", self._stub.GetInfo, reward_pb2.GetInfoRequest())
+        return await self._call("GetInfo", reward_pb2.GetInfoRequest())
 
     async def prepare_rubrics(self, rubrics: Sequence[Mapping[str, Any]]) -> list[reward_pb2.RubricInfo]:
         request = reward_pb2.PrepareRubricsRequest(rubrics=[rubric_spec(r) for r in rubrics])
-        return list((await self._call("PrepareRubrics", self._stub.PrepareRubrics, request)).rubrics)
+        return list((await self._call("PrepareRubrics", request)).rubrics)
 
     async def healthy(self) -> bool:
+        if self._fleet:
+            return await self._fleet.healthy()
         try:
             reply = await self._health.Check(
                 health_pb2.HealthCheckRequest(), timeout=HEALTH_TIMEOUT_S, metadata=self._metadata
@@ -186,8 +214,10 @@ class AsyncRewardClient(_ClientBase):
             return False
         return reply.status == health_pb2.HealthCheckResponse.SERVING
 
-    async def _call(self, method: str, rpc, request):
-        patience = self.retry.patience()
+    async def _call(self, method: str, request):
+        if self._fleet:
+            return await (self._fleet.call if method in SPLIT_METHODS else self._fleet.call_one)(method, request)
+        rpc, patience = getattr(self._stub, method), self.retry.patience()
         while True:
             try:
                 return await rpc(request, timeout=self.timeout, metadata=self._metadata)
@@ -195,7 +225,7 @@ class AsyncRewardClient(_ClientBase):
                 await asyncio.sleep(self._next_wait(method, error, patience))
 
     async def close(self) -> None:
-        await self._channel.close()
+        await (self._fleet or self._channel).close()
 
     async def __aenter__(self) -> AsyncRewardClient:
         return self

@@ -57,8 +57,10 @@ class RetryPolicy:
         if self.wait_for_server_s < 0:
             raise ValueError(f"RetryPolicy.wait_for_server_s must be >= 0, got {self.wait_for_server_s}")
 
-    def service_config(self) -> str:
-        """The channel's service config: gRPC's retry policy for every method of the reward service."""
+    def service_config(self, codes: frozenset[grpc.StatusCode] = RETRYABLE) -> str:
+        """The channel's service config: gRPC's retry policy for every method of the reward service,
+        retrying `codes` (a fleet's replica channels leave UNAVAILABLE to the fleet, which sends
+        the call to another replica at once instead of waiting for this one)."""
         method: dict = {"name": [{"service": SERVICE}]}
         if self.attempts > 1:  # gRPC rejects a retryPolicy with maxAttempts 1
             method["retryPolicy"] = {
@@ -66,7 +68,7 @@ class RetryPolicy:
                 "initialBackoff": f"{self.initial_backoff_s}s",
                 "maxBackoff": f"{self.max_backoff_s}s",
                 "backoffMultiplier": self.multiplier,
-                "retryableStatusCodes": sorted(code.name for code in RETRYABLE),
+                "retryableStatusCodes": sorted(code.name for code in codes),
             }
         return json.dumps({"methodConfig": [method]})
 
@@ -99,6 +101,15 @@ class Patience:
 
     def elapsed(self) -> float:
         return time.monotonic() - self._started
+
+
+def try_elsewhere(error: grpc.RpcError) -> bool:
+    """This server cannot take the call now (unreachable, or shedding load with a pushback);
+    another replica of a fleet may."""
+    if error.code() is grpc.StatusCode.UNAVAILABLE:
+        return True
+    pushback = _pushback_s(error)
+    return error.code() is grpc.StatusCode.RESOURCE_EXHAUSTED and pushback is not None and pushback >= 0
 
 
 def _pushback_s(error: grpc.RpcError) -> float | None:

@@ -1,12 +1,11 @@
-"""How a client reaches the server: target, load balancing, TLS, auth token.
+"""How a client reaches the server: target, TLS, auth token, one channel's options.
 
-Several servers are spread with gRPC's round_robin policy, which opens one
-connection per address and sends each call to the next ready one. Give either
-one DNS name (`dns:///judges.internal:50051`, re-resolved by gRPC, so replicas
-may come and go) or a list of `host:port` (a comma-separated string works too);
-host names in a list are resolved once, here, because a gRPC target can only
-carry literal addresses of one family (`ipv4:10.0.0.1:50051,10.0.0.2:50051`).
-The channel also carries the retry policy (retry.py) as its service config.
+One address (or a gRPC target such as `ipv4:10.0.0.1:50051,10.0.0.2:50051`, spread
+call by call with gRPC's round_robin) is one channel. Several servers given as a list
+of `host:port` (a comma-separated string works too) or one DNS name
+(`dns:///judges.internal:50051`) are a fleet (replicas.py, fleet_calls.py): one channel
+per replica, each call spread over them prompt by prompt. The channel carries the retry
+policy (retry.py) as its service config.
 """
 
 from __future__ import annotations
@@ -96,6 +95,51 @@ def channel_spec(targets: Targets, tls: TLSOptions | None = None, retry: RetryPo
         credentials=tls.credentials() if tls is not None else None,
         options=tuple(options),
     )
+
+
+def is_fleet(targets: Targets) -> bool:
+    """Several host:port entries, or a dns: name, which may resolve to several replicas."""
+    if isinstance(targets, str):
+        return targets.startswith("dns:") or (not targets.startswith(_SCHEMES) and len(_split(targets)) > 1)
+    return len(_split(targets)) > 1
+
+
+def fleet_entries(targets: Targets) -> list[str]:
+    """The host:port entries of a fleet target (a dns: name is one entry, without its scheme)."""
+    if isinstance(targets, str) and targets.startswith("dns:"):
+        name = targets.removeprefix("dns:").lstrip("/")
+        if "/" in name:  # dns://authority/name:port: the authority (a DNS server) is not supported
+            raise ValueError(f"address {targets!r}: give dns:///name:port (the system resolver is used)")
+        _host_port(name)
+        return [name]
+    entries = _split(targets)
+    for entry in entries:
+        _host_port(entry)
+    return entries
+
+
+def replica_spec(address: str, host: str, tls: TLSOptions | None, retry: RetryPolicy) -> ChannelSpec:
+    """One replica's channel, at a resolved address: gRPC retries only load shedding on it
+    (RESOURCE_EXHAUSTED with the server's pushback); a replica that went away is the fleet's
+    to route around. With TLS the certificate is checked against the name that was resolved."""
+    spec = channel_spec(address, tls, retry)
+    options = [(key, value) for key, value in spec.options if key != "grpc.service_config"]
+    options.append(("grpc.service_config", retry.service_config(frozenset({grpc.StatusCode.RESOURCE_EXHAUSTED}))))
+    if tls is not None and not tls.server_name:
+        options.append(("grpc.ssl_target_name_override", host))
+    return ChannelSpec(target=address, label=address, credentials=spec.credentials, options=tuple(options))
+
+
+def resolve(entry: str) -> list[str]:
+    """host:port -> the IPv4 `ip:port` addresses it names (a literal address as it is)."""
+    host, port = _host_port(entry)
+    try:
+        literal = ipaddress.ip_address(host)
+        return [f"{host}:{port}" if literal.version == 4 else f"[{host}]:{port}"]
+    except ValueError:
+        pass
+    infos = socket.getaddrinfo(host, port, socket.AF_INET, socket.SOCK_STREAM)
+    return list(dict.fromkeys(f"{info[4][0]}:{port}" for info in infos))
 
 
 def read_token(path: str | pathlib.Path | None) -> str | None:

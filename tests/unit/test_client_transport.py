@@ -184,7 +184,8 @@ def test_async_client_retries_and_sends_the_token(servers):
 def test_round_robin_spreads_calls_over_every_server(servers):
     first, second = ScriptedService("first"), ScriptedService("second")
     addresses = [servers(first), servers(second)]
-    with RewardClient(addresses, retry=FAST_RETRY) as client:
+    # A gRPC target of several addresses is one round_robin channel (a list is a fleet: test_fleet.py).
+    with RewardClient("ipv4:" + ",".join(addresses), retry=FAST_RETRY) as client:
         for _ in range(20):
             client.score([ITEM])
     # round_robin sends each call to the next ready connection; pick_first would use one server.

@@ -147,9 +147,14 @@ class RewardService(reward_pb2_grpc.RewardServiceServicer):
         return reward_pb2.PrepareRubricsResponse(rubrics=[rubric_info(info) for info in infos])
 
     async def GetInfo(self, request: reward_pb2.GetInfoRequest, context) -> reward_pb2.GetInfoResponse:
+        settings = dict(self._engine_settings)
+        counts = getattr(self._judge.engine, "prefix_cache_counts", None)  # engines that count their cache's hits
+        if counts is not None:
+            read, hit = counts()
+            settings.update(prefix_cache_read_tokens=str(read), prefix_cache_hit_tokens=str(hit))
         return reward_pb2.GetInfoResponse(
             judge_model=self._judge.judge_model,
-            engine_settings=self._engine_settings,
+            engine_settings=settings,
             rubrics=[rubric_info(scorer.info()) for scorer in self._judge.scorers.values()],
             default_rubric=self._default_rubric,
             low_confidence_threshold=self._low_confidence_below,

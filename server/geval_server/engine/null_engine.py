@@ -5,8 +5,10 @@ Each label read answers log-probabilities that are a function of the prompt's to
 and the token (equal prompts, equal answers), after a modelled delay: `seconds_per_token`
 for every prompt token its own prefix cache does not hold. The cache is modelled as vLLM's
 is: whole blocks of `block_size` tokens, keyed by everything before them, the least
-recently used dropped beyond `cache_blocks`. Generation is not modelled: steps must be in
-the rubrics, and reasoning and sampling modes are refused.
+recently used dropped beyond `cache_blocks`. With `serial`, reads compute one at a time, so a
+replica's throughput is bounded as a busy accelerator's is (a fleet's replicas, simulated);
+without it their delays overlap. Generation is not modelled: steps must be in the rubrics, and
+reasoning and sampling modes are refused.
 """
 
 from __future__ import annotations
@@ -38,12 +40,13 @@ class NullEngine:
         seconds_per_token: float = 0.0,
         block_size: int = 32,
         cache_blocks: int = 1 << 16,
+        serial: bool = False,
     ) -> None:
         """read_memo_size: taken for the same signature as the vLLM engine's; equal prompts
         already get equal answers."""
         self.model = model
         self.settings: dict[str, Any] = {"engine": "null", "seconds_per_token": seconds_per_token,
-                                         "block_size": block_size, **engine_args}
+                                         "block_size": block_size, "serial": serial, **engine_args}
         self.environment: dict[str, str] = {}
         self.dtype: str | None = None
         self.dtype_reason = "the null engine computes nothing"
@@ -52,6 +55,7 @@ class NullEngine:
         self.block_size = block_size
         self.cache_blocks = cache_blocks
         self._cache: OrderedDict[int, None] = OrderedDict()
+        self._computing = asyncio.Lock() if serial else None
         self._running = False
         self._in_flight = 0
         self.prompt_tokens = 0  # every prompt token read
@@ -79,6 +83,10 @@ class NullEngine:
         """The share of prompt tokens the modelled prefix cache held."""
         return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
+    def prefix_cache_counts(self) -> tuple[int, int]:
+        """Prompt tokens read, and of them those the cache held, since start (GetInfo reports them)."""
+        return self.prompt_tokens, self.cached_tokens
+
     def _computed_tokens(self, prompt_ids: Sequence[int]) -> int:
         """Tokens the read computes: those past the longest run of cached whole blocks. The
         blocks it fills are cached (vLLM caches full blocks only)."""
@@ -102,7 +110,11 @@ class NullEngine:
         computed = self._computed_tokens(prompt_ids)
         self._in_flight += 1
         try:
-            await asyncio.sleep(computed * self.seconds_per_token)
+            if self._computing is None:
+                await asyncio.sleep(computed * self.seconds_per_token)
+            else:
+                async with self._computing:
+                    await asyncio.sleep(computed * self.seconds_per_token)
         finally:
             self._in_flight -= 1
 

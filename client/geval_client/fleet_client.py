@@ -99,6 +99,16 @@ class _FleetBase:
         self._replicas.set_aside(address)
         return error
 
+    def _settle(self, call, method: str, address: str, indexes, outcome) -> grpc.RpcError | None:
+        """A sub-call's outcome taken in: its items answered, or the error that sends them to
+        another replica (returned)."""
+        if isinstance(outcome, grpc.RpcError):
+            return self._failed(method, address, outcome)
+        self._replicas.answered(address)
+        self.load[address] += len(indexes)
+        call.answered(address, indexes, outcome)
+        return None
+
     def _none_up(self, method: str) -> RewardServerError:
         return RewardServerError(self.label, method, grpc.StatusCode.UNAVAILABLE, "no replica of the fleet is up")
 
@@ -138,15 +148,11 @@ class FleetCaller(_FleetBase):
                 done, _ = futures.wait(running, return_when=futures.FIRST_COMPLETED)
                 for future in done:
                     address, indexes = running.pop(future)
-                    outcome = future.result()
                     with self._lock:
-                        if isinstance(outcome, grpc.RpcError):
-                            error = self._failed(method, address, outcome)
-                            waiting += indexes
-                            continue
-                        self._replicas.answered(address)
-                        self.load[address] += len(indexes)
-                    call.answered(address, indexes, outcome)
+                        failure = self._settle(call, method, address, indexes, future.result())
+                    if failure is not None:
+                        error = failure
+                        waiting += indexes
         return call.response()
 
     def call_one(self, method: str, request):
@@ -234,14 +240,10 @@ class AsyncFleetCaller(_FleetBase):
                     done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
                     for task in done:
                         address, indexes = running.pop(task)
-                        outcome = task.result()
-                        if isinstance(outcome, grpc.RpcError):
-                            error = self._failed(method, address, outcome)
+                        failure = self._settle(call, method, address, indexes, task.result())
+                        if failure is not None:
+                            error = failure
                             waiting += indexes
-                            continue
-                        self._replicas.answered(address)
-                        self.load[address] += len(indexes)
-                        call.answered(address, indexes, outcome)
         finally:
             for task in running:
                 task.cancel()

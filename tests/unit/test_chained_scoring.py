@@ -7,14 +7,13 @@ import asyncio
 import math
 
 import pytest
-from geval_server.engine.tokenization import Tokenization
 from geval_server.scorers.base import JudgeInput
 from geval_server.scorers.geval.expected_score import Scale
 from geval_server.scorers.geval.rubrics import Rubric, rubric_from_dict
 from geval_server.scorers.geval.scorer import GEvalPreparer
 from geval_server.scorers.scoring_mode import Logprobs
 
-from tests.unit.fakes import SpaceDigitTokenizer, fake_judge
+from tests.unit.fakes import fake_judge
 
 ONE_TO_TEN = {
     "name": "clarity-10", "criterion": "Clarity",
@@ -45,11 +44,6 @@ class TableEngine:
         self.in_flight -= 1
         answer = self.table.get(tuple(prompt_ids[self.slot_end:]), {})
         return {t: math.log(answer[t]) for t in token_ids if answer.get(t, 0.0) > 0.0}
-
-
-@pytest.fixture(scope="module")
-def tokenization():
-    return Tokenization(SpaceDigitTokenizer())
 
 
 def _token(tokenization, text: str) -> int:

@@ -15,9 +15,6 @@ from geval_server.groupwise.judge import GroupJudge, GroupRequest
 from geval_server.groupwise.plan import Group, Schedule, distinct
 from geval_server.groupwise.win_matrix import Aggregation
 from geval_server.scorers.geval.rubrics import load_rubrics
-from geval_server.scorers.geval.slot import LabelVocabulary
-
-from tests.unit.fakes import SpaceDigitTokenizer
 
 RESPONSE = re.compile(rf"Response ([A-Z]):\n\n<{COMPLETION_TAG}>\n(.*?)\n</{COMPLETION_TAG}>", re.S)
 STRENGTH = {"Fine summary.": 4.0, "Weak.": 1.0, "Good, short summary.": 2.5, "Rambling text here.": 0.5,
@@ -49,16 +46,6 @@ class StrengthEngine:
         total = sum(weights.values())
         letters = {t: self._tok.decode([t]).strip() for t in token_ids}
         return {t: math.log(0.9 * weights[x] / total) for t, x in letters.items() if x in weights}
-
-
-@pytest.fixture(scope="module")
-def tokenization():
-    return Tokenization(SpaceDigitTokenizer())
-
-
-@pytest.fixture(scope="module")
-def vocabulary(tokenization):
-    return LabelVocabulary(tokenization)
 
 
 def _judge(engine, tokenization, vocabulary, groups, schedule, neighbours=4,

@@ -6,29 +6,16 @@ import asyncio
 
 import pytest
 from geval_server.defences.chain import DefenceSettings, defences_for
-from geval_server.engine.tokenization import Tokenization
 from geval_server.groupwise.judge import GroupJudge, GroupRequest
 from geval_server.groupwise.plan import Group, Schedule, cost
 from geval_server.groupwise.win_matrix import Aggregation
 from geval_server.scorers.geval.rubrics import load_rubrics
-from geval_server.scorers.geval.slot import LabelVocabulary
 
-from tests.unit.fakes import SpaceDigitTokenizer
 from tests.unit.test_groupwise_copies import StrengthEngine
 
 RUBRICS = load_rubrics()
 TEXTS = [f"Summary {word}." for word in ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine",
                                          "ten", "eleven", "twelve")]
-
-
-@pytest.fixture(scope="module")
-def tokenization():
-    return Tokenization(SpaceDigitTokenizer())
-
-
-@pytest.fixture(scope="module")
-def vocabulary(tokenization):
-    return LabelVocabulary(tokenization)
 
 
 def _judge(engine, tokenization, vocabulary, groups, schedule, neighbours=4, rubrics=("summeval-coherence",)):

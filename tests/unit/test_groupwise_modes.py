@@ -19,10 +19,8 @@ from geval_server.groupwise.judge import ANCHOR, GroupJudge, GroupRequest
 from geval_server.groupwise.plan import Group, Schedule, cost
 from geval_server.groupwise.prompt import PAIR
 from geval_server.groupwise.win_matrix import Aggregation
-from geval_server.scorers.geval.slot import LabelVocabulary
 from geval_server.scorers.scoring_mode import Logprobs, Reasoning, Sampling
 
-from tests.unit.fakes import SpaceDigitTokenizer
 from tests.unit.test_groupwise_copies import COPIES, GROUP, RESPONSE, RUBRIC, STRENGTH, StrengthEngine
 
 ORDER = [4, 8, 0, 6, 2, 5, 1, 7, 3]
@@ -60,16 +58,6 @@ class WritingEngine(StrengthEngine):
         answers = [f" {letter}" for letter, _ in listed] + [" The"]
         weights = [STRENGTH.get(body, 1.0) * (2.0 if letter == "A" else 1.0) for letter, body in listed] + [0.3]
         return random.Random(seed).choices(answers, weights, k=n)
-
-
-@pytest.fixture(scope="module")
-def tokenization():
-    return Tokenization(SpaceDigitTokenizer())
-
-
-@pytest.fixture(scope="module")
-def vocabulary(tokenization):
-    return LabelVocabulary(tokenization)
 
 
 def _judge(engine, tokenization, vocabulary, group, schedule, k, mode, dry_run=False):

@@ -5,29 +5,15 @@ digit, and `10` is ` 1` (or `1`) then `0`."""
 import math
 
 import pytest
-from geval_server.engine.tokenization import Tokenization
 from geval_server.scorers.geval.expected_score import Scale
 from geval_server.scorers.geval.slot import (
     LabelTokenError,
-    LabelVocabulary,
     SlotRead,
     find_score_slot,
     plan_label_reads,
 )
 
-from tests.unit.fakes import SpaceDigitTokenizer
-
 LEAD = "Evaluation Form:\n\n- Coherence:"
-
-
-@pytest.fixture(scope="module")
-def tokenization():
-    return Tokenization(SpaceDigitTokenizer())
-
-
-@pytest.fixture(scope="module")
-def vocabulary(tokenization):
-    return LabelVocabulary(tokenization)
 
 
 def _ids(tokenization, *texts):

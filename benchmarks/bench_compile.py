@@ -1,13 +1,15 @@
-"""Compiled graphs on this CPU: the server's default (eager PyTorch, `enforce_eager`) beside
-`--no-enforce-eager` (vLLM's torch.compile), side by side in one run on the same items.
+"""Compiled graphs on this CPU: the server's default (vLLM's torch.compile) beside
+`--enforce-eager` (eager PyTorch), side by side in one run on the same items, and both
+against a float32 reference.
 
-Fresh servers in the order eager, compiled, compiled, eager. The compiled servers share a
-compile cache of their own, empty before the first: the first start-up pays the whole
-compilation, the second reads the cache, as a restarted server would. On each server: a
-warm-up item of another article, then two Score calls of 8 SummEval articles x 8 summaries
-(a GRPO step) on different articles: the first shows any compilation left to the first
-call of a batch size, the second the steady speed. Reported: start-up, items/s and CPU per
-item of each call, and the largest reward difference from eager.
+Fresh servers in the order compiled, eager, compiled, eager, then the reference (eager,
+`--dtype float32`). The compiled servers share a compile cache of their own, empty before
+the first: the first start-up pays the whole compilation, the second reads the cache, as a
+restarted server would. On each server: a warm-up item of another article, then two Score
+calls of 8 SummEval articles x 8 summaries (a GRPO step) on different articles: the first
+shows any compilation left to the first call of a batch size, the second the steady speed.
+Reported: start-up, items/s and CPU per item of each call, and each one's rewards against
+the float32 reference's (the number format's rounding, compiled or not).
 
     python benchmarks/bench_compile.py [--port 50413] [--articles 8]
 """
@@ -22,8 +24,9 @@ import time
 
 import common
 
-SETTINGS = {"eager (default)": (), "compiled (--no-enforce-eager)": ("--no-enforce-eager",)}
-ORDER = ["eager (default)", "compiled (--no-enforce-eager)", "compiled (--no-enforce-eager)", "eager (default)"]
+COMPILED, EAGER, REFERENCE = "compiled (default)", "eager (--enforce-eager)", "float32 reference (eager)"
+SETTINGS = {COMPILED: (), EAGER: ("--enforce-eager",), REFERENCE: ("--enforce-eager", "--dtype", "float32")}
+ORDER = [COMPILED, EAGER, COMPILED, EAGER, REFERENCE]
 
 
 async def one_server(port: int, serve_args: tuple[str, ...], env: dict[str, str], calls: list[list[dict]],
@@ -65,7 +68,7 @@ def main() -> None:
             runs[name].append(run)
 
     n = len(calls[0])
-    eager, compiled = (runs[name] for name in SETTINGS)
+    compiled, eager, reference = (runs[name] for name in SETTINGS)
     rows = []
     for name, measured in runs.items():
         starts = [round(run["start"]) for run in measured]
@@ -77,11 +80,15 @@ def main() -> None:
     eager_start = statistics.mean(run["start"] for run in eager)
     steady = [statistics.mean(run["calls"][-1][0] for run in measured) for measured in (eager, compiled)]
     first = [statistics.mean(run["calls"][0][0] for run in measured) for measured in (eager, compiled)]
-    differences = [abs(a - b) for e in eager for c in compiled for call in range(len(calls))
-                   for a, b in zip(e["calls"][call][2], c["calls"][call][2])]
+
+    def from_reference(measured: list[dict]) -> list[float]:
+        return [abs(a - b) for run in measured for call in range(len(calls))
+                for a, b in zip(run["calls"][call][2], reference[0]["calls"][call][2])]
+
+    differences = {name: from_reference(runs[name]) for name in (COMPILED, EAGER)}
     common.report(
         "bench_compile",
-        "12. Compiled graphs: eager (the default) vs torch.compile",
+        "12. Compiled graphs (the default) vs eager",
         ["server", "start-up s (each server)", "call", "items/s", "CPU s/item"],
         rows,
         {"rubric": common.RUBRIC, "judge": "SmolLM2-135M-Instruct (embedded)", **common.engine_settings(),
@@ -90,9 +97,10 @@ def main() -> None:
             f"Compiled over eager, items/s: {steady[0] / steady[1]:.2f}x in the steady call, "
             f"{first[0] / first[1]:.2f}x in the first; start-up {compiled[0]['start']:.0f} s with an empty compile "
             f"cache and {compiled[1]['start']:.0f} s with it filled, against {eager_start:.0f} s eager (mean).",
-            f"Rewards, compiled against eager: largest |difference| {max(differences):.1e}.",
-            "Order eager, compiled, compiled, eager (fresh servers); the compiled servers share a compile cache "
-            "(VLLM_CACHE_ROOT) that is empty before the first. CPU: every process of the server over the call.",
+            *(f"Rewards, {name} against the float32 reference: mean |difference| {statistics.mean(d):.1e}, "
+              f"largest {max(d):.1e}." for name, d in differences.items()),
+            "Order compiled, eager, compiled, eager, reference (fresh servers); the compiled servers share a compile "
+            "cache (VLLM_CACHE_ROOT) that is empty before the first. CPU: every process of the server over the call.",
         ],
         machine_info=info,
     )

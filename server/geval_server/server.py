@@ -49,7 +49,8 @@ GC_YOUNG_OBJECTS = 20_000
 
 
 # Scored once before the server reports ready: a judge that cannot score it is not served.
-PROBE_ITEM = JudgeInput(prompt="What is 2 + 2?", completion="2 + 2 is 4.", reference="4")
+# Its `4` is in neither prompt nor reference, so the probe takes both slot reads (defences/chain.py).
+PROBE_ITEM = JudgeInput(prompt="What is 2 + 2?", completion="2 + 2 is 4.", reference="Four.")
 
 
 async def start_judge(config: ServeConfig, make_engine: Callable[..., JudgeEngine] = VllmEngine) -> Judge:

@@ -77,7 +77,8 @@ def test_flags_left_out_keep_our_defaults_and_given_ones_win_even_at_vllms_defau
     settings = VllmEngine("unused", engine_args).settings
     assert (settings["dtype"], settings["enable_prefix_caching"], settings["block_size"]) == ("auto", False, 128)
     if on_cpu():
-        assert settings["enforce_eager"] is True  # not given: still ours
+        assert settings["kv_cache_memory_bytes"] == CPU_KV_CACHE_BYTES  # not given: still ours
+        assert "enforce_eager" not in settings  # compiled graphs, vLLM's own default
 
     _, _, engine_args = parse(serve_parser, "--gpu-memory-utilization 0.5")
     assert "kv_cache_memory_bytes" not in VllmEngine("unused", engine_args).settings

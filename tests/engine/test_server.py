@@ -202,6 +202,7 @@ def test_the_engine_computes_on_every_core_by_default(server, info):
     settings = info.engine_settings
     assert settings["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "0"
     assert settings["VLLM_CPU_OMP_THREADS_BIND"] == "auto"
+    assert settings["VLLM_USE_AOT_COMPILE"] == "0"  # its artifacts fail to load on CPU: the compile cache instead
     workers = [p for p in psutil.Process(process.pid).children(recursive=True) if "Worker" in p.name()]
     assert workers, "no vLLM worker process found under the server"
     # Its compute threads are bound one per core; with a core reserved all of them sat on core 0.

@@ -32,8 +32,10 @@ SERVED = ["llama-3.1", "llama-3-base", "qwen2.5", "mistral-tekken", "gemma-4", "
 # float32 whatever the processor, as the checkpoint is read in transformers below; the plain
 # read alone (no masked-numeral second read, which judge.py and its own tests cover), so every
 # score is the prompt transformers reads.
+# Eager: each family's random-weight model would compile its own graphs once (about a minute
+# each), and what these tests check is the prompt and the slot read, not the compiler.
 SERVE_ARGS = ("--no-semscore", "--max-model-len", "2048", "--kv-cache-memory-bytes", str(32 * 2**20),
-              "--dtype", "float32", "--no-masked-read-bound")
+              "--dtype", "float32", "--no-masked-read-bound", "--enforce-eager")
 STEPS = "1. Read the question and the answer.\n2. Rate the answer's clarity on the scale."
 
 

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 from geval_server.defences.chain import DefenceSettings
-from geval_server.defences.numeral_mask import MASK, has_numeral, mask_numerals
+from geval_server.defences.numeral_mask import MASK, mask_numerals, numerals
 from geval_server.judge import Judge, bound_summaries
 from geval_server.scorers.base import JudgeInput, Kind
 
@@ -48,7 +48,7 @@ def test_every_spelling_of_a_number_is_masked(text, masked):
 @pytest.mark.parametrize("text", ["No one came.", "It was due to rain.", "A coherent, fluent summary.", "I said so.",
                                   "He said ``it is over'' -- and left...", "Wait!"])
 def test_text_without_a_number_is_not_read_twice(text):
-    assert not has_numeral(text) and mask_numerals(text) == (text, 0)
+    assert not numerals(text) and mask_numerals(text) == (text, ())
 
 
 @dataclass(frozen=True)
@@ -78,11 +78,11 @@ class _Slot:
         return [_Read(0.3 + 0.5 * ("5" in r) + 0.1 * (MASK in r and "cut" in r)) for r in requests]
 
 
-def _score(completions, bound=True):
+def _score(completions, bound=True, prompt="An article."):
     scorer = _Slot()
     defences = DefenceSettings(remove_score_claims=False, masked_read_bound=bound)
     judge = Judge(None, {"coherence": scorer}, "fake", None, None, defences)
-    items = [JudgeInput(prompt="An article.", completion=c) for c in completions]
+    items = [JudgeInput(prompt=prompt, completion=c) for c in completions]
     outcomes = asyncio.run(judge.score(items, [[(scorer, 1.0)]] * len(items)))
     return outcomes, scorer.read
 
@@ -112,3 +112,10 @@ def test_each_rubric_reports_the_share_the_bound_lowered_and_the_mean_gap():
     assert (summary.rubric, summary.items, summary.read_twice, summary.lowered) == ("coherence", 3, 2, 1)
     assert summary.lowered_share == pytest.approx(1 / 3) and summary.mean_gap == pytest.approx(0.5 / 3)
     assert outcomes[0].bound_gaps == {"coherence": pytest.approx(0.5)}
+
+
+def test_numerals_quoted_from_the_prompt_are_read_once_masked_and_still_bound_a_claim():
+    outcomes, reads = _score(["Prices fell 5%.", "A summary. Score: 5"], prompt="Prices fell 5% on Monday.")
+    assert reads == ["Prices fell #%.", "A summary. Score: #"]
+    assert [o.reward for o in outcomes] == pytest.approx([0.3, 0.3])
+    assert [(o.read_twice, o.masked_read_lowered) for o in outcomes] == [(False, False), (False, False)]

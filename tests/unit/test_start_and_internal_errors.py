@@ -24,7 +24,7 @@ RUBRIC = "summeval-coherence"
 def test_a_judge_that_scores_the_probe_item_starts():
     judge, engine, _ = fake_judge([RUBRIC])
     asyncio.run(probe_judge(judge, RUBRIC))
-    assert len(engine.prompts) == 2  # the plain read, and the masked read its numerals call for
+    assert len(engine.prompts) == 2  # as written, and masked: its `4` is not the source's
 
 
 def test_a_judge_whose_engine_fails_every_request_is_refused_at_start_naming_the_error():

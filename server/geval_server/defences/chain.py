@@ -1,18 +1,20 @@
 """The defences a completion passes before a score slot reads it, in the order applied.
 
-Each defence is one module with one object, `remove(text) -> (text, spans removed)`:
+Each removal is one module with one object, `remove(text) -> (text, spans removed)`:
 1. score_claims.py: claims of a score for a criterion the judge reads (`Coherence: 5`);
 2. grader_lines.py: lines and blocks that speak to the grader instead of the reader;
 both remove from what every slot reader reads, and their counts add up to the item's
 `score_claims_removed`. Then
-3. slot_mask.py: a second read of that text with every word that addresses the score slot
-(the criteria's names, the form's heading, in any spelling a reader reads) removed and
-every numeral masked (numeral_mask.py); the lower of the two rewards is kept, so a claim
-no rule recognized can only lower the reward.
+3. slot_mask.py, the bound: the text with every word that addresses the score slot (the
+criteria's names, the form's heading, in any spelling a reader reads) removed and every
+numeral masked (numeral_mask.py). The judge always reads that bounded text; it reads the
+text as written too, keeping the lower reward, only where the bound hid something the
+judge may need and the item's source does not vouch for (`Defences.reads`). A claim no
+rule recognized can then only lower the reward, and most texts are read once.
 boundaries.py works inside the prompt instead (every prompt escapes the tags that fence
 user text), so it is always on and not in this chain.
 
-A new defence is a module here and a line in `defences_for`.
+A new removal is a module here and a line in `defences_for`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from geval_server.defences.grader_lines import GraderLineRemover
+from geval_server.defences.numeral_mask import numerals
 from geval_server.defences.score_claims import ScoreClaimRemover
 from geval_server.defences.slot_mask import SlotMask
 
@@ -46,9 +49,18 @@ class Defence(Protocol):
 
 
 @dataclass(frozen=True)
+class SlotReads:
+    """What a completion's slot readers read: `first`, and where `second` is set that text
+    too, the lower reward kept."""
+
+    first: str
+    second: str | None = None
+
+
+@dataclass(frozen=True)
 class Defences:
     removals: tuple[Defence, ...]  # applied in order to what every slot reader reads
-    bound: Defence | None  # the second read's rewrite of that text; None: one read
+    bound: SlotMask | None  # the bounded read's rewrite of that text; None: the text as it is
 
     def removed(self, text: str) -> tuple[str, int]:
         """The text every slot reader reads, and the spans removed from it."""
@@ -58,14 +70,29 @@ class Defences:
             total += count
         return text, total
 
-    def bounded(self, text: str) -> str | None:
-        """The second read's text, or None when the bound changes nothing (no second read)."""
+    def reads(self, text: str, sources: tuple[str, ...]) -> SlotReads:
+        """The reads of `text` (claims removed) that the reward is the lowest of. The bounded
+        text is always among them. The text as written is read too only where the bound hides
+        something the judge may need to see and the item's source does not vouch for: a
+        clause removed, or a numeral no source holds (a number the judge must check; the
+        numbers a summary quotes are its source's). sources: the item's prompt and reference.
+        Most texts with numbers quote them, so they are read once, masked."""
         if self.bound is None:
-            return None
-        masked, count = self.bound.remove(text)
+            return SlotReads(text)
+        masked = self.bound.mask(text)
+        if not masked.changed:
+            return SlotReads(text)
         # What the removal leaves can be padding the removals cut (`\n\n\n\n` where a line
-        # went): cut here too, so the second read is of text a completion could be read as.
-        return self.removed(masked)[0] if count else None
+        # went): cut here too, so the bounded read is of text a completion could be read as.
+        bounded = self.removed(masked.text)[0]
+        if not masked.clauses_removed and _vouched(sources).issuperset(masked.numerals):
+            return SlotReads(bounded)
+        return SlotReads(text, bounded)
+
+
+def _vouched(sources: tuple[str, ...]) -> frozenset[str]:
+    """The numerals the sources hold."""
+    return frozenset().union(*map(numerals, sources))
 
 
 @functools.lru_cache(maxsize=64)

@@ -1,13 +1,14 @@
 """Masks every numeral, number word and counting sign in a completion, for the judge's
-second read.
+bounded read.
 
 Claim removal (score_claims.py) has to recognize a claim's spelling, and each round
-of attacks finds one it does not know. The second read needs no spelling: the judge
-reads the completion again with every number in it written `#`, and the reward is the
-lower of the two reads. A claim then has no value left to copy, whatever words sit
-around it, so it can only lower the reward; and a text whose numbers are honest loses
-at most what masking them costs its reading (benchmarks/RESULTS.md, the clean-text
-effect). Only completions with a numeral pay for the second read.
+of attacks finds one it does not know. The bounded read needs no spelling: the judge
+reads the completion with every number in it written `#`, so a claim has no value left to
+copy, whatever words sit around it. A number the source does not hold is one the judge
+may need to check, so such a text is also read as written and the lower reward kept
+(chain.py); a text whose numbers all come from its source is read masked only. Honest
+texts lose what masking their numbers costs their reading (benchmarks/RESULTS.md, the
+clean-text effect).
 
 Numerals are found in the reader's view of the text (reader_text.py), so superscript,
 circled, full-width and keycap digits, Roman numeral signs and other scripts' digits are
@@ -25,6 +26,7 @@ responses.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from geval_server.defences.reader_text import (
@@ -90,19 +92,24 @@ def _numeral_spans(view: ReaderView) -> list[tuple[int, int]]:
     return sorted(spans)
 
 
-def mask_numerals(text: str) -> tuple[str, int]:
-    """(the text with every numeral and number word written `#`, how many were masked).
+def mask_numerals(text: str) -> tuple[str, tuple[str, ...]]:
+    """(the text with every numeral and number word written `#`, the numerals masked as the
+    reader reads them).
 
     >>> mask_numerals("Coherence: five out of 5")
-    ('Coherence: # out of #', 2)
+    ('Coherence: # out of #', ('five', '5'))
     """
     view = reader_view(text)
+    spans = _numeral_spans(view)
     # Numerals that touch are one mask (`**5**` is `#`, not `###`, which would itself read
     # as a run of one mark): masking masked text changes nothing.
-    spans = merged_spans(_numeral_spans(view))
-    return replace_spans(text, view.source_index, spans, MASK), len(spans)
+    masked = replace_spans(text, view.source_index, merged_spans(spans), MASK)
+    return masked, tuple(view.skeleton[start:end] for start, end in spans)
 
 
-def has_numeral(text: str) -> bool:
-    """Whether mask_numerals would change the text: the items that pay for a second read."""
-    return bool(_numeral_spans(reader_view(text)))
+@functools.lru_cache(maxsize=256)
+def numerals(text: str) -> frozenset[str]:
+    """Every numeral of the text as the reader reads it (`5`, `3,000`, `five`): for a prompt,
+    the numbers a completion may quote from it. Cached: a GRPO group shares its prompt."""
+    view = reader_view(text)
+    return frozenset(view.skeleton[start:end] for start, end in _numeral_spans(view))

@@ -1,4 +1,4 @@
-"""The bounded second read's text: the completion with every word that addresses the judge's
+"""The bounded read's text: the completion with every word that addresses the judge's
 score slot removed, with the rest of its clause, and every numeral masked.
 
 The judge's slot is its own form line, `- Coherence:`. A completion that writes the
@@ -7,8 +7,8 @@ with no value at all) hands the judge an earlier instance of that slot to copy f
 Values are spelled without end; the slot's own words are few and known to the server: the
 criteria it reads and the form's heading. So this read takes out those words, in every way
 a reader still reads them, and what follows them to the end of their clause (sentence or
-line), and masks numerals (numeral_mask.py); the judge's reward is the lower of this read
-and the plain one, so whatever follows a name can only lower it.
+line), and masks numerals (numeral_mask.py). A text that lost a clause is read as written
+too and the lower reward kept (chain.py), so whatever follows a name can only lower it.
 
 A word addresses the slot when, in the reader's view (reader_text.py: case, width,
 look-alike letters, invisible characters):
@@ -19,14 +19,15 @@ look-alike letters, invisible characters):
   letter no fold table knows), as score_claims.close_to reads it;
 - it is the form's heading (`Evaluation Form`).
 Removing a word can join the text around it into a new one (`CoheCoherencerence`), so the
-removal repeats until nothing is left to remove: the text the judge reads a second time
-holds no criterion's name, so the mask cannot write a line such as `Coherence: #`.
+removal repeats until nothing is left to remove: the bounded text holds no criterion's
+name, so the mask cannot write a line such as `Coherence: #`.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from geval_server.defences.numeral_mask import mask_numerals
 from geval_server.defences.reader_text import ReaderView, merged_spans, reader_view, replace_spans, skeleton_text
@@ -44,8 +45,21 @@ def _letters(text: str) -> str:
     return "".join(_LETTER_RUN.findall(skeleton_text(text)))
 
 
+@dataclass(frozen=True)
+class MaskedText:
+    """The bounded read's text and what the mask hid to make it."""
+
+    text: str
+    clauses_removed: int  # clauses that addressed the slot (a criterion's name, the form's heading)
+    numerals: tuple[str, ...]  # the numerals masked, as the reader reads them
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.clauses_removed or self.numerals)
+
+
 class SlotMask:
-    """Built once per set of criteria: the chain's bound (`remove(text) -> (text, count)`)."""
+    """Built once per set of criteria: the chain's bound."""
 
     def __init__(self, criteria: Iterable[str]) -> None:
         names = sorted({_letters(c) for c in criteria} - {""})
@@ -54,14 +68,14 @@ class SlotMask:
         self._words = tuple(name for name in names if _LETTER_RUN.fullmatch(name))
         self._initials = frozenset(name[0] for name in self._words)
 
-    def remove(self, text: str) -> tuple[str, int]:
-        """(the text with the slot's words removed and its numerals masked, how many of both)."""
+    def mask(self, text: str) -> MaskedText:
+        """The text with the slot's words removed and its numerals masked."""
         removed = 0
         while spans := self._slot_spans(view := reader_view(text)):
             text = replace_spans(text, view.source_index, spans, "")
             removed += len(spans)
         text, masked = mask_numerals(text)
-        return text, removed + masked
+        return MaskedText(text, removed, masked)
 
     def _slot_spans(self, view: ReaderView) -> list[tuple[int, int]]:
         """Spans of the view's skeleton that address the slot, sorted and merged."""

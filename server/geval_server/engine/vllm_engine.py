@@ -27,22 +27,29 @@ log = logging.getLogger(__name__)
 
 ENGINE_DEFAULTS = {"enable_prefix_caching": True}  # GRPO groups share their prompt: see bench_grpo.py
 
-# Settings that make the CPU backend usable: eager mode (torch.compile warm-up took
-# minutes); the number format is chosen for the processor (dtype.py). KV blocks
-# of 32 tokens instead of vLLM's CPU default of 128: prefix-cache hits come in whole blocks, so every
-# completion recomputes its group's shared prefix past the last full block; a GRPO
-# batch ran 1.26x faster (benchmarks/bench_grpo.py --block-sizes 32,128).
+# Settings for the CPU backend. Compiled graphs (vLLM's torch.compile; vLLM's own default):
+# the GRPO batch of benchmark 14 read 1.2x faster than eager, and the compilation (about a
+# minute) is paid once per model and settings, kept in vLLM's compile cache (see
+# CPU_ENVIRONMENT); `--enforce-eager` starts faster where a server lives minutes. The number
+# format is chosen for the processor (dtype.py). KV blocks of 32 tokens, the CPU backend's
+# smallest, instead of its default of 128: prefix-cache hits come in whole blocks, so every
+# completion recomputes its group's shared prefix past the last full block; a GRPO batch ran
+# 1.26x faster (benchmarks/bench_grpo.py --block-sizes 32,128).
 # On CPU `gpu_memory_utilization` reserves a share of *host* memory up front (0.3 of
 # this machine was 5.3 GiB, and a second server then failed to start), so the KV
 # cache gets a fixed size instead: 2 GiB holds about 45k tokens of the embedded judge.
-CPU_DEFAULTS = {"enforce_eager": True, "block_size": 32}
+CPU_DEFAULTS = {"block_size": 32}
 CPU_KV_CACHE_BYTES = 2 * 1024**3
 # vLLM's CPU backend keeps a core for its scheduler process unless told otherwise, so
 # on a 2-core machine the model computed on one core and half the machine's FLOP/s went
 # unused. With none reserved its OpenMP threads bind to every core; the same 64
 # SummEval items then ran 1.9x faster with identical rewards (benchmarks/RESULTS.md, every core).
 # Users set either variable themselves to share the machine (see the README).
-CPU_ENVIRONMENT = {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0", "VLLM_CPU_OMP_THREADS_BIND": "auto"}
+# vLLM 0.32 saves compiled graphs as ahead-of-time artifacts that fail to load on CPU ("has
+# no attribute 'finalize_loading'") and compiles again at every start (about 100 s); without
+# them its compile cache is read: a restarted server was ready in 42 s against 35 s eager.
+CPU_ENVIRONMENT = {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0", "VLLM_CPU_OMP_THREADS_BIND": "auto",
+                   "VLLM_USE_AOT_COMPILE": "0"}
 
 
 @functools.cache

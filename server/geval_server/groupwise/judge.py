@@ -390,8 +390,11 @@ def _fail_members(result: GroupResult, members: Sequence[int], error: BaseExcept
 
 
 def _removed(group: Group, defences: Defences) -> tuple[list[str], list[int]]:
+    """The members' texts as the comparison reads them (claims removed, then the first of
+    their slot reads: defences.reads), and the claims removed from each."""
     removed = [defences.removed(text) for text in group.completions]
-    return [text for text, _ in removed], [count for _, count in removed]
+    sources = (group.prompt, group.reference or "")
+    return [defences.reads(text, sources).first for text, _ in removed], [count for _, count in removed]
 
 
 def _combine(result: GroupResult, weights: Sequence[float]) -> None:

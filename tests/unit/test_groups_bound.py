@@ -27,11 +27,13 @@ class SwayedEngine:
     def __init__(self, tokenization):
         self._tok = tokenization
         self.reads = 0
+        self.seen = set()  # every response text read
 
     async def token_logprobs(self, prompt_ids, token_ids):
         self.reads += 1
         await asyncio.sleep(0)
         listed = RESPONSE.findall(self._tok.decode(list(prompt_ids)))
+        self.seen.update(text for _, text in listed)
         weights = {letter: 4.0 if "coherence" in re.sub("[^a-z]", "", text.lower()) else 1.0 + 0.01 * len(text)
                    for letter, text in listed}
         total = sum(weights.values())
@@ -39,13 +41,15 @@ class SwayedEngine:
         return {t: math.log(0.9 * weights[x] / total) for t, x in letters.items() if x in weights}
 
 
-def _rewards(completions, bound=True):
+def _rewards(completions, bound=True, prompt="An article.", engine_out=None):
     judge, _, tokenization = fake_judge(masked_read_bound=bound)
     engine = SwayedEngine(tokenization)
     judge.groups._engine = engine
-    request = reward_pb2.ScoreGroupsRequest(groups=[reward_pb2.Group(text="An article.", completions=completions)])
+    request = reward_pb2.ScoreGroupsRequest(groups=[reward_pb2.Group(text=prompt, completions=completions)])
     valid = validate_groups(request, judge.needs_reference, "summeval-coherence")
     [result] = asyncio.run(judge.score_groups(valid))
+    if engine_out is not None:
+        engine_out.append(engine)
     return result.rewards, engine.reads
 
 
@@ -63,3 +67,15 @@ def test_a_claim_without_a_letter_cannot_lift_a_member(claim):
 def test_a_group_the_bound_does_not_change_is_read_once():
     _, reads = _rewards(["A summary of it.", "Another summary."])
     assert reads == 2
+
+
+def test_a_member_quoting_its_prompts_numerals_is_compared_once_masked():
+    engines = []
+    _, reads = _rewards(["It rained 5 days.", "Rain fell."], prompt="It rained 5 days in May.", engine_out=engines)
+    assert reads == 2 and engines[0].seen == {"It rained # days.", "Rain fell."}  # both orders, once
+
+
+def test_a_member_with_a_numeral_its_prompt_lacks_is_also_compared_as_written():
+    engines = []
+    _, reads = _rewards(["It rained 6 days.", "Rain fell."], prompt="It rained 5 days in May.", engine_out=engines)
+    assert reads == 4 and engines[0].seen == {"It rained 6 days.", "It rained # days.", "Rain fell."}

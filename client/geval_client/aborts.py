@@ -7,14 +7,19 @@ actor as that task's error; Ray 2.48 and older catch only Exception there, so th
 crashes (a task is run again up to 3 times, then WorkerCrashedError; an actor dies with an
 ActorDiedError that blames the OOM killer) and the cause is lost. Inside such a worker the
 error is made (`aborted`) as a BaseException that Ray 2.48 does report, with the task
-called once:
+called once and the actor alive:
 
-- a KeyboardInterrupt in a task or a threaded actor: Ray reports it as the task's
-  RayTaskError(TaskCancelledError), the message and traceback in it, the actor alive;
+- a KeyboardInterrupt in a task or a threaded actor;
 - an asyncio.CancelledError in an asyncio actor (veRL's reward loop workers), where a
-  KeyboardInterrupt would stop the actor's event loop and leave every call on it hanging:
-  Ray reports TaskCancelledError, the actor alive, but asyncio drops the message, so the
-  cause is in the ERROR line logged before it is raised (Ray forwards it to the driver).
+  KeyboardInterrupt would stop the actor's event loop and leave every call on it hanging.
+
+Ray reports either as the call's TaskCancelledError, which it makes with no message: for a task
+or a threaded actor it keeps only the frames of the KeyboardInterrupt it is handling; for an
+asyncio actor it is handling only the bare concurrent.futures.CancelledError asyncio hands
+across threads (the event loop's CancelledError and its message stay behind). So in such a
+worker only, TaskCancelledError takes the cause as its error_message (`_cause_named`): the
+ScoringAborted being handled, else the message the asyncio actor's call kept under its task id.
+That text ends the traceback Ray sends, so the error the driver's ray.get raises names the cause.
 
 The choice is made again wherever the error is unpickled (veRL's prime sends it back from a
 process pool to the Ray worker that runs the manager), since the process that raises it on
@@ -29,6 +34,10 @@ import re
 import sys
 
 FIRST_RAY_REPORTING_BASE_EXCEPTIONS = (2, 49)
+
+_ASYNCIO_CAUSES: dict[str, str] = {}
+"""Ray 2.48 and older: the message of each asyncio actor call being aborted, by task id (hex),
+until Ray makes that call's TaskCancelledError."""
 
 
 class ScoringAborted(BaseException):
@@ -52,9 +61,38 @@ def aborted(message: str) -> ScoringAborted:
     worker = _old_ray_worker()
     if worker is None:
         return ScoringAborted(message)
+    _name_causes_of_cancellations()
     if worker.core_worker.current_actor_is_asyncio():
+        _ASYNCIO_CAUSES[worker.core_worker.get_current_task_id().hex()] = message
         return _CancelledCoroutine(message)
     return _CancelledTask(message)
+
+
+def _name_causes_of_cancellations() -> None:
+    """Wraps the __init__ of Ray's TaskCancelledError, once and in this worker process only, so
+    that one Ray makes without a message takes _cause_named's; any other is made as before."""
+    cancelled = sys.modules["ray.exceptions"].TaskCancelledError
+    if getattr(cancelled.__init__, "names_aborted_cause", False):
+        return
+    init = cancelled.__init__
+
+    def __init__(self, task_id=None, error_message=None):
+        init(self, task_id, error_message)
+        if error_message is None:
+            self.error_message = _cause_named(task_id)
+
+    __init__.names_aborted_cause = True
+    cancelled.__init__ = __init__
+
+
+def _cause_named(task_id) -> str | None:
+    """The message of the ScoringAborted Ray is handling as a task's or a threaded actor's
+    KeyboardInterrupt (also one prime's pool sent back, made again in another thread), else of
+    the asyncio actor call `task_id`, else None."""
+    handled = sys.exc_info()[1]
+    if isinstance(handled, ScoringAborted):
+        return str(handled)
+    return _ASYNCIO_CAUSES.pop(task_id.hex(), None) if hasattr(task_id, "hex") else None
 
 
 def _old_ray_worker():

@@ -1,9 +1,10 @@
 """A reward that fails scoring inside a real local Ray, at the oldest and the newest Ray the docs
 name: veRL's prime and rate_limited forms raise ScoringAborted past a framework's
-`except Exception`, from a task, a threaded actor and an asyncio actor (where rate_limited runs,
-in veRL's reward loop workers). Each must end in one error for the caller, the reward called
-once and the actor still alive; Ray 2.48 and older crash on a plain BaseException
-(geval_client/aborts.py)."""
+`except Exception`, from a task, a task running it in a process pool (as prime does), a threaded
+actor and an asyncio actor (where rate_limited runs, in veRL's reward loop workers). Each must
+end in one error for the caller whose message names the cause, the reward called once and the
+actor still alive; Ray 2.48 and older crash on a plain BaseException and make the call's
+TaskCancelledError without a message (geval_client/aborts.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from tests.unit.test_framework_adapters import ScriptedJudge
 
 FAIL_IN_RAY = r"""
 import asyncio, json, os, sys, time, ray
+from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from geval_client import verl
 
 sys.stderr = sys.stdout  # the workers' log lines Ray forwards, in the output the test reads
@@ -34,6 +37,17 @@ def framework_catch(call):  # prime's single_compute_score, sync
 @ray.remote
 def task():
     return framework_catch(lambda: verl.compute_score_prime(**sample, **options))
+
+@ray.remote
+def task_with_pool():  # prime: the reward in a process pool, sent back pickled
+    async def score():
+        with ProcessPoolExecutor(max_workers=1) as pool:
+            try:
+                return await asyncio.get_running_loop().run_in_executor(
+                    pool, partial(verl.compute_score_prime, **sample, **options))
+            except Exception:
+                return 0.0
+    return asyncio.run(score())
 
 @ray.remote
 class Threaded:
@@ -57,6 +71,7 @@ class Asyncio:  # veRL's RewardLoopWorker running the rate_limited manager
 ray.init(num_cpus=2, include_dashboard=False)
 outcomes = {}
 for name, make in (("task", lambda: (task.remote(), None)),
+                   ("task with a process pool", lambda: (task_with_pool.remote(), None)),
                    ("threaded actor", lambda: ((a := Threaded.remote()).score.remote(), a)),
                    ("asyncio actor", lambda: ((a := Asyncio.remote()).score.remote(), a))):
     ref, actor = make()
@@ -82,16 +97,19 @@ def test_a_reward_failing_in_ray_ends_in_one_error_naming_its_cause(version, jud
     paths = [installed("ray", version), installed("msgpack", "1.1.1")]
     out = run_with(paths, FAIL_IN_RAY, timeout=300, env={"JUDGE": judge.address, "RAY_DEDUP_LOGS": "0"})
     outcomes = json.loads(out.strip().splitlines()[-1])
-    assert len(judge.requests) == 3  # each reward called once: no retry of a crashed worker
+    assert len(judge.requests) == 4  # each reward called once: no retry of a crashed worker
     cause = "items[0].reference: is required"
     for name, outcome in outcomes.items():
         assert "error" in outcome and outcome.get("alive", True), (name, outcome)
+        form = "compute_score_rate_limited" if name == "asyncio actor" else "compute_score_prime"
+        assert f"geval_client.verl.{form}: ItemNotScored: " in outcome["message"], (name, outcome)
+        assert cause in outcome["message"], (name, outcome)
         if version == "2.48.0":
-            # Reported as the task's cancellation, once, in the frames of geval_client.verl; the cause is
-            # in the ERROR line logged before the raise, which Ray forwards to the driver.
+            # Reported as the call's cancellation, with the cause as its message; the ERROR line logged
+            # before the raise is forwarded to the driver as well.
             assert "TaskCancelledError" in outcome["error"], (name, outcome)
         else:
-            assert "ScoringAborted" in outcome["message"] and cause in outcome["message"], (name, outcome)
+            assert "ScoringAborted" in outcome["message"], (name, outcome)
     if version == "2.48.0":
         forwarded = [line for line in out.splitlines() if "geval_client.verl.compute_score_" in line and cause in line]
         assert any("compute_score_prime" in line for line in forwarded), out

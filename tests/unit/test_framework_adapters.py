@@ -303,3 +303,67 @@ def test_scoring_aborted_survives_a_pickle_round_trip():
     error = verl.ScoringAborted("geval_client.verl.compute_score_prime: RewardServerError: down")
     back = pickle.loads(pickle.dumps(error))
     assert type(back) is verl.ScoringAborted and str(back) == str(error) and not isinstance(back, Exception)
+
+
+class _TaskID:
+    def __init__(self, hex_id: str):
+        self.hex_id = hex_id
+
+    def hex(self) -> str:
+        return self.hex_id
+
+
+class _TaskCancelledError(Exception):
+    """Ray 2.48's ray.exceptions.TaskCancelledError, as far as its constructor and message go."""
+
+    def __init__(self, task_id=None, error_message=None):
+        self.task_id = task_id
+        self.error_message = error_message
+
+    def __str__(self):
+        return f"Task: {self.task_id.hex()} was cancelled. {self.error_message or ''}"
+
+
+@pytest.mark.parametrize("asyncio_actor", [False, True])
+def test_on_ray_2_48_the_call_s_task_cancelled_error_names_the_abort_s_cause(monkeypatch, asyncio_actor):
+    """Ray 2.48 and older make a cancelled call's TaskCancelledError without a message; inside
+    such a worker ScoringAborted is raised as that cancellation and the error takes its message.
+    (tests/frameworks/test_ray.py runs it in a real Ray 2.48.)"""
+    import sys
+    import types
+
+    from geval_client import aborts
+
+    current = {"task": _TaskID("a1")}
+    core_worker = types.SimpleNamespace(get_current_task_id=lambda: current["task"],
+                                        current_actor_is_asyncio=lambda: asyncio_actor)
+    worker = types.SimpleNamespace(mode="worker", core_worker=core_worker)
+    fake_ray = types.SimpleNamespace(__version__="2.48.0", WORKER_MODE="worker",
+                                     _private=types.SimpleNamespace(worker=types.SimpleNamespace(global_worker=worker)))
+    cancelled = type("TaskCancelledError", (_TaskCancelledError,), {})
+    monkeypatch.setitem(sys.modules, "ray", fake_ray)
+    monkeypatch.setitem(sys.modules, "ray.exceptions", types.SimpleNamespace(TaskCancelledError=cancelled))
+    monkeypatch.setattr(aborts, "_ASYNCIO_CAUSES", {})
+
+    cause = "geval_client.verl.compute_score_prime: ItemNotScored: items[0].reference: is required"
+    error = aborts.aborted(cause)
+    assert isinstance(error, verl.ScoringAborted) and not isinstance(error, Exception)
+    assert isinstance(error, asyncio.CancelledError if asyncio_actor else KeyboardInterrupt)
+    if asyncio_actor:  # Ray makes the call's error handling a bare CancelledError from another thread
+        try:
+            raise futures.CancelledError()
+        except futures.CancelledError:
+            made = cancelled(_TaskID("a1"))
+        assert cancelled(_TaskID("a1")).error_message is None  # taken once, by the call's own error
+    else:  # Ray makes the call's error while handling the KeyboardInterrupt
+        try:
+            raise error
+        except KeyboardInterrupt:
+            made = cancelled(_TaskID("a1"))
+    assert made.error_message == cause and str(made).endswith(cause)
+    assert cancelled(_TaskID("b2")).error_message is None  # another call's cancellation: as Ray made it
+    current["task"] = _TaskID("c3")
+    try:
+        raise aborts.aborted("second")
+    except BaseException:
+        assert cancelled(_TaskID("c3"), "ray.cancel").error_message == "ray.cancel"  # a message Ray gave stays

@@ -8,8 +8,8 @@ is: whole blocks of `block_size` tokens, keyed by everything before them, the le
 recently used dropped beyond `cache_blocks`; it is one cache, so a read's affinity (which
 data-parallel rank reads it) is taken and ignored. With `serial`, reads compute one at a
 time, so a replica's throughput is bounded as a busy accelerator's is (a fleet's replicas,
-simulated); without it their delays overlap. Generation is not modelled: steps must be in the rubrics, and
-reasoning and sampling modes are refused.
+simulated); without it their delays overlap. Generation is not modelled: steps must be in
+the rubrics, and reasoning and sampling modes are refused.
 """
 
 from __future__ import annotations

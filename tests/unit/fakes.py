@@ -37,7 +37,7 @@ class RecordingEngine:
     def __init__(self):
         self.prompts: list[list[int]] = []
 
-    async def token_logprobs(self, prompt_ids, token_ids):
+    async def token_logprobs(self, prompt_ids, token_ids, *, affinity=None):
         self.prompts.append(list(prompt_ids))
         await asyncio.sleep(0)
         return {t: math.log(0.1) for t in token_ids}

@@ -36,7 +36,7 @@ class TableEngine:
         self.prompts: list[list[int]] = []
         self.in_flight = self.most_in_flight = 0
 
-    async def token_logprobs(self, prompt_ids, token_ids):
+    async def token_logprobs(self, prompt_ids, token_ids, *, affinity=None):
         self.prompts.append(list(prompt_ids))
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
@@ -69,7 +69,7 @@ def test_a_one_to_ten_scale_is_read_exactly_with_every_chained_read_in_flight_at
     ids = request.ids
     engine.slot_end = len(ids)
 
-    probs = asyncio.run(scorer._label_probs(ids))
+    probs = asyncio.run(scorer._label_probs(request))
 
     expected = {"1": 0.2 * 0.3 + 0.1 * 0.5, "5": 0.2, "7": 0.4 * 0.5, "9": 0.4 * 0.25, "10": 0.2 * 0.6 + 0.1 * 0.5}
     assert probs == pytest.approx({label: expected.get(label, 0.0) for label in Scale(1, 10).labels}, abs=1e-12)
@@ -88,10 +88,11 @@ def test_a_one_to_five_scale_of_single_tokens_stays_one_read(tokenization):
     engine = TableEngine(0, {})
     rubric = rubric_from_dict({**ONE_TO_TEN, "scale": {"min": 1, "max": 5}}, "test")
     scorer = _scorer(tokenization, engine, rubric)
-    ids = scorer.request(JudgeInput("Q?", "A."), "items[0]").ids
+    request = scorer.request(JudgeInput("Q?", "A."), "items[0]")
+    ids = request.ids
     engine.slot_end = len(ids)
     engine.table = {(): {_token(tokenization, " 4"): 0.3, _token(tokenization, "4"): 0.1}}
-    assert asyncio.run(scorer._label_probs(ids)) == pytest.approx({"1": 0, "2": 0, "3": 0, "4": 0.4, "5": 0})
+    assert asyncio.run(scorer._label_probs(request)) == pytest.approx({"1": 0, "2": 0, "3": 0, "4": 0.4, "5": 0})
     assert engine.prompts == [ids]
 
 

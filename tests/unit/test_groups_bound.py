@@ -29,7 +29,7 @@ class SwayedEngine:
         self.reads = 0
         self.seen = set()  # every response text read
 
-    async def token_logprobs(self, prompt_ids, token_ids):
+    async def token_logprobs(self, prompt_ids, token_ids, *, affinity=None):
         self.reads += 1
         await asyncio.sleep(0)
         listed = RESPONSE.findall(self._tok.decode(list(prompt_ids)))

@@ -37,7 +37,7 @@ class StrengthEngine:
         self._tok = tokenization
         self.prompts: list[list[int]] = []
 
-    async def token_logprobs(self, prompt_ids, token_ids):
+    async def token_logprobs(self, prompt_ids, token_ids, *, affinity=None):
         self.prompts.append(list(prompt_ids))
         await asyncio.sleep(0)
         listed = RESPONSE.findall(self._tok.decode(list(prompt_ids)))
@@ -94,7 +94,7 @@ def test_distinct_puts_copies_under_their_first_member():
 
 def test_a_failed_read_fails_every_copy(tokenization, vocabulary):
     class Broken(StrengthEngine):
-        async def token_logprobs(self, prompt_ids, token_ids):
+        async def token_logprobs(self, prompt_ids, token_ids, *, affinity=None):
             listed = [text for _, text in RESPONSE.findall(self._tok.decode(list(prompt_ids)))]
             if "Weak." in listed and "Fine summary." in listed:
                 raise RuntimeError("this pair's read failed")

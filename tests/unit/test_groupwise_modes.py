@@ -39,7 +39,7 @@ class WritingEngine(StrengthEngine):
         self.sampled: list[tuple[list[int], int]] = []  # the prompts sampled at, and the seed
         self.generated = 0  # tokens written, a verdict's cut by the stop strings included
 
-    async def generate(self, prompt_ids, max_tokens, stop=(), temperature=0.0):
+    async def generate(self, prompt_ids, max_tokens, stop=(), temperature=0.0, *, affinity=None):
         self.written.append(list(prompt_ids))
         await asyncio.sleep(0)
         listed = RESPONSE.findall(self._tok.decode(list(prompt_ids)))
@@ -51,7 +51,7 @@ class WritingEngine(StrengthEngine):
         cut = min([written.find(s) for s in stop if s in written], default=len(written))
         return Generation(written[:cut], ids, len(ids) == max_tokens)
 
-    async def sample(self, prompt_ids, n, temperature, max_tokens, seed=None):
+    async def sample(self, prompt_ids, n, temperature, max_tokens, seed=None, *, affinity=None):
         self.sampled.append((list(prompt_ids), seed))
         await asyncio.sleep(0)
         listed = RESPONSE.findall(self._tok.decode(list(prompt_ids)))

@@ -111,7 +111,7 @@ class PromptLogprobEngine:
     def __init__(self):
         self.reads: list[tuple[list[int], int]] = []
 
-    async def prompt_logprobs(self, reads):
+    async def prompt_logprobs(self, reads, *, affinity=None):
         self.reads += [(list(ids), tail) for ids, tail in reads]
         await asyncio.sleep(0)
         return [[-1.0] * tail for _, tail in reads]

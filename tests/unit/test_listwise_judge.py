@@ -33,7 +33,7 @@ class ListReadingEngine:
         self._tok, self.first_pull, self.broken = tokenization, first_pull, broken
         self.prompts: list[list[int]] = []
 
-    async def token_logprobs(self, prompt_ids, token_ids):
+    async def token_logprobs(self, prompt_ids, token_ids, *, affinity=None):
         self.prompts.append(list(prompt_ids))
         await asyncio.sleep(0)
         listed = RESPONSE.findall(self._tok.decode(list(prompt_ids)))

@@ -39,7 +39,7 @@ class WritingEngine(RecordingEngine):
         self.tokenization, self.written, self.cut = tokenization, written, cut
         self.generated: list[tuple[list[int], int, tuple[str, ...]]] = []
 
-    async def generate(self, prompt_ids, max_tokens, stop=(), temperature=0.0):
+    async def generate(self, prompt_ids, max_tokens, stop=(), temperature=0.0, *, affinity=None):
         self.generated.append((list(prompt_ids), max_tokens, tuple(stop)))
         await asyncio.sleep(0)
         full = self.written + "\n- Coherence: 5"

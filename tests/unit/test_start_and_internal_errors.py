@@ -30,7 +30,7 @@ def test_a_judge_that_scores_the_probe_item_starts():
 def test_a_judge_whose_engine_fails_every_request_is_refused_at_start_naming_the_error():
     judge, engine, _ = fake_judge([RUBRIC])
 
-    async def broken(prompt_ids, token_ids):
+    async def broken(prompt_ids, token_ids, *, affinity=None):
         raise ValueError("the tokenizer does not support return_offsets_mapping")
 
     engine.token_logprobs = broken

@@ -5,10 +5,11 @@ Each label read answers log-probabilities that are a function of the prompt's to
 and the token (equal prompts, equal answers), after a modelled delay: `seconds_per_token`
 for every prompt token its own prefix cache does not hold. The cache is modelled as vLLM's
 is: whole blocks of `block_size` tokens, keyed by everything before them, the least
-recently used dropped beyond `cache_blocks`. With `serial`, reads compute one at a time, so a
-replica's throughput is bounded as a busy accelerator's is (a fleet's replicas, simulated);
-without it their delays overlap. Generation is not modelled: steps must be in the rubrics, and
-reasoning and sampling modes are refused.
+recently used dropped beyond `cache_blocks`; it is one cache, so a read's affinity (which
+data-parallel rank reads it) is taken and ignored. With `serial`, reads compute one at a
+time, so a replica's throughput is bounded as a busy accelerator's is (a fleet's replicas,
+simulated); without it their delays overlap. Generation is not modelled: steps must be in
+the rubrics, and reasoning and sampling modes are refused.
 """
 
 from __future__ import annotations
@@ -118,12 +119,16 @@ class NullEngine:
         finally:
             self._in_flight -= 1
 
-    async def token_logprobs(self, prompt_ids: list[int], token_ids: list[int]) -> dict[int, float]:
+    async def token_logprobs(
+        self, prompt_ids: list[int], token_ids: list[int], *, affinity: str | None = None
+    ) -> dict[int, float]:
         await self._compute(prompt_ids)
         key = hash(tuple(prompt_ids))
         return {token_id: label_logprob(key, token_id) for token_id in token_ids}
 
-    async def prompt_logprobs(self, reads: Sequence[tuple[list[int], int]]) -> list[list[float] | BaseException]:
+    async def prompt_logprobs(
+        self, reads: Sequence[tuple[list[int], int]], *, affinity: str | None = None
+    ) -> list[list[float] | BaseException]:
         async def read(ids: list[int], tail: int) -> list[float]:
             await self._compute(ids)
             return [label_logprob(hash(tuple(ids[:i])), ids[i]) for i in range(len(ids) - tail, len(ids))]
@@ -131,12 +136,14 @@ class NullEngine:
         return list(await asyncio.gather(*(read(ids, tail) for ids, tail in reads), return_exceptions=True))
 
     async def sample(
-        self, prompt_ids: list[int], n: int, temperature: float, max_tokens: int, seed: int | None = None
+        self, prompt_ids: list[int], n: int, temperature: float, max_tokens: int, seed: int | None = None, *,
+        affinity: str | None = None,
     ) -> list[str]:
         raise NotImplementedError("the null engine reads; it does not sample")
 
     async def generate(
-        self, prompt_ids: list[int], max_tokens: int, stop: Sequence[str] = (), temperature: float = 0.0
+        self, prompt_ids: list[int], max_tokens: int, stop: Sequence[str] = (), temperature: float = 0.0, *,
+        affinity: str | None = None,
     ) -> Generation:
         raise NotImplementedError("the null engine reads; it does not generate (give rubrics their steps)")
 

@@ -38,19 +38,29 @@ class JudgeEngine(Protocol):
 
     async def reset_prefix_cache(self) -> None: ...
 
-    async def token_logprobs(self, prompt_ids: list[int], token_ids: list[int]) -> dict[int, float]:
+    # Reads take `affinity`: the prompt of the item (or group) they are made for. With
+    # several data-parallel ranks the reads sharing a key go to one rank, so its prefix cache
+    # computes the prompt once (data_parallel.py); an engine with one cache may ignore it.
+
+    async def token_logprobs(
+        self, prompt_ids: list[int], token_ids: list[int], *, affinity: str | None = None
+    ) -> dict[int, float]:
         """Exact next-token log-probabilities of token_ids after the prompt (a token the engine
         gives no value is left out)."""
 
-    async def prompt_logprobs(self, reads: Sequence[tuple[list[int], int]]) -> list[list[float] | BaseException]:
+    async def prompt_logprobs(
+        self, reads: Sequence[tuple[list[int], int]], *, affinity: str | None = None
+    ) -> list[list[float] | BaseException]:
         """Per (prompt_ids, tail): log p of each of the last `tail` tokens given every token before it."""
 
     async def sample(
-        self, prompt_ids: list[int], n: int, temperature: float, max_tokens: int, seed: int | None = None
+        self, prompt_ids: list[int], n: int, temperature: float, max_tokens: int, seed: int | None = None, *,
+        affinity: str | None = None,
     ) -> list[str]: ...
 
     async def generate(
-        self, prompt_ids: list[int], max_tokens: int, stop: Sequence[str] = (), temperature: float = 0.0
+        self, prompt_ids: list[int], max_tokens: int, stop: Sequence[str] = (), temperature: float = 0.0, *,
+        affinity: str | None = None,
     ) -> Generation:
         """One continuation (greedy at temperature 0), its text cut before the first stop string."""
 

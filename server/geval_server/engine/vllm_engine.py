@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
+from geval_server.engine.data_parallel import rank_for, routed_ranks
 from geval_server.engine.dtype import cpu_dtype
 from geval_server.engine.prompt_logprobs import ComputedRead, fill_from_batch
 from geval_server.engine.protocol import Generation
@@ -107,6 +108,7 @@ class VllmEngine:
             for name, default in CPU_ENVIRONMENT.items():
                 self.environment[name] = os.environ.setdefault(name, default)
         self._engine = None
+        self._ranks = 1  # the data-parallel ranks a read's affinity picks among (data_parallel.py)
         # Request ids: unique among this engine's requests (a uuid4 each cost 10 us of CPU).
         self._request_ids = map(f"{uuid.uuid4().hex[:12]}-{{}}".format, itertools.count())
 
@@ -120,6 +122,9 @@ class VllmEngine:
         self.max_model_len = self._engine.model_config.max_model_len
         self.dtype = str(self._engine.model_config.dtype).removeprefix("torch.")
         log.info("the judge computes in %s: %s", self.dtype, self.dtype_reason)
+        self._ranks = routed_ranks(self._engine.vllm_config.parallel_config)
+        if self._ranks > 1:
+            log.info("data parallel over %d ranks: each prompt's reads go to one rank", self._ranks)
 
     def shutdown(self) -> None:
         if self._engine is not None:
@@ -145,8 +150,9 @@ class VllmEngine:
             return 0
         return self._engine.output_processor.get_num_unfinished_requests()
 
-    async def _final_output(self, prompt_ids: list[int], params):
-        """Runs one request to completion. FINAL_ONLY: with n > 1 a streamed output
+    async def _final_output(self, prompt_ids: list[int], params, affinity: str | None):
+        """Runs one request to completion, on the data-parallel rank its affinity names
+        (none with one rank: vLLM's own). FINAL_ONLY: with n > 1 a streamed output
         holds only the child that just finished, the final one holds all n."""
         vllm = _vllm()
         params.output_kind = vllm.RequestOutputKind.FINAL_ONLY
@@ -156,7 +162,8 @@ class VllmEngine:
         final = None
         try:
             async for output in self._engine.generate(
-                vllm.TokensPrompt(prompt_token_ids=prompt_ids), params, request_id=next(self._request_ids)
+                vllm.TokensPrompt(prompt_token_ids=prompt_ids), params, request_id=next(self._request_ids),
+                data_parallel_rank=rank_for(affinity, self._ranks),
             ):
                 final = output
         except asyncio.CancelledError:
@@ -164,7 +171,9 @@ class VllmEngine:
             raise
         return final
 
-    async def token_logprobs(self, prompt_ids: list[int], token_ids: list[int]) -> dict[int, float]:
+    async def token_logprobs(
+        self, prompt_ids: list[int], token_ids: list[int], *, affinity: str | None = None
+    ) -> dict[int, float]:
         """Exact next-token log-probabilities of token_ids (not a top-k that can miss them).
         vLLM reads at most MAX_LOGPROB_TOKEN_IDS (128) per request; more (Gemma-4 has 257
         tokens that begin with a digit) take several requests on the same prompt, in flight
@@ -176,18 +185,21 @@ class VllmEngine:
             return kept
         most = _vllm().MAX_LOGPROB_TOKEN_IDS
         if len(token_ids) <= most:  # the usual case: one request, awaited without a task of its own
-            return self._memo.keep(key, await self._chunk_logprobs(prompt_ids, token_ids))
+            return self._memo.keep(key, await self._chunk_logprobs(prompt_ids, token_ids, affinity))
         chunks = [token_ids[i:i + most] for i in range(0, len(token_ids), most)]
-        answers = await asyncio.gather(*(self._chunk_logprobs(prompt_ids, chunk) for chunk in chunks))
+        answers = await asyncio.gather(*(self._chunk_logprobs(prompt_ids, chunk, affinity) for chunk in chunks))
         return self._memo.keep(key, {token_id: logprob for answer in answers for token_id, logprob in answer.items()})
 
-    async def _chunk_logprobs(self, prompt_ids: list[int], token_ids: list[int]) -> dict[int, float]:
+    async def _chunk_logprobs(self, prompt_ids: list[int], token_ids: list[int], affinity: str | None
+                              ) -> dict[int, float]:
         params = copy.copy(_label_read_params(tuple(token_ids)))
-        output = await self._final_output(prompt_ids, params)
+        output = await self._final_output(prompt_ids, params, affinity)
         slot = output.outputs[0].logprobs[0]
         return {token_id: slot[token_id].logprob for token_id in token_ids if token_id in slot}
 
-    async def prompt_logprobs(self, reads: Sequence[tuple[list[int], int]]) -> list[list[float] | BaseException]:
+    async def prompt_logprobs(
+        self, reads: Sequence[tuple[list[int], int]], *, affinity: str | None = None
+    ) -> list[list[float] | BaseException]:
         """Per (prompt_ids, tail): log p of each of the last `tail` tokens given every token
         before it; an exception in place of a read that failed.
 
@@ -202,7 +214,7 @@ class VllmEngine:
         that position runs (re-running the prompt without the cache would compute the source
         again). All reads are in flight at once, so vLLM batches them.
         """
-        answers = await asyncio.gather(*(self._computed_read(ids, tail) for ids, tail in reads),
+        answers = await asyncio.gather(*(self._computed_read(ids, tail, affinity) for ids, tail in reads),
                                        return_exceptions=True)
         computed = [answer for answer in answers if isinstance(answer, ComputedRead)]
         tails = fill_from_batch(computed)
@@ -210,8 +222,8 @@ class VllmEngine:
         holes = list(dict.fromkeys(tuple(read.ids[: read.start + offset + 1])
                                    for read, tail in zip(computed, tails)
                                    for offset, value in enumerate(tail) if value is None))
-        singly = await asyncio.gather(*(self.token_logprobs(list(hole[:-1]), [hole[-1]]) for hole in holes),
-                                      return_exceptions=True)
+        singly = await asyncio.gather(*(self.token_logprobs(list(hole[:-1]), [hole[-1]], affinity=affinity)
+                                        for hole in holes), return_exceptions=True)
         PROMPT_LOGPROBS_SINGLY.inc(len(holes))
         found = {hole: answer if isinstance(answer, BaseException) else answer[hole[-1]]
                  for hole, answer in zip(holes, singly)}
@@ -226,14 +238,14 @@ class VllmEngine:
             results.append(next((v for v in tail if isinstance(v, BaseException)), tail))
         return results
 
-    async def _computed_read(self, prompt_ids: list[int], tail: int) -> ComputedRead:
+    async def _computed_read(self, prompt_ids: list[int], tail: int, affinity: str | None) -> ComputedRead:
         """One request; the tail positions vLLM computed (the cache held the rest)."""
         if not 0 < tail < len(prompt_ids):
             raise ValueError(f"tail must be 1..{len(prompt_ids) - 1} tokens, got {tail}")
         start = len(prompt_ids) - tail
         params = _vllm().SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False,
                                         skip_reading_prefix_cache=False)
-        output = await self._final_output(prompt_ids, params)
+        output = await self._final_output(prompt_ids, params, affinity)
         # prompt_logprobs[i] holds the log-probability of prompt token i (None for i = 0),
         # computed for i > num_cached_tokens.
         first_computed = max(start, output.num_cached_tokens + 1)
@@ -241,18 +253,20 @@ class VllmEngine:
         return ComputedRead(prompt_ids, start, first_computed, computed)
 
     async def sample(
-        self, prompt_ids: list[int], n: int, temperature: float, max_tokens: int, seed: int | None = None
+        self, prompt_ids: list[int], n: int, temperature: float, max_tokens: int, seed: int | None = None, *,
+        affinity: str | None = None,
     ) -> list[str]:
         params = _vllm().SamplingParams(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed)
-        output = await self._final_output(prompt_ids, params)
+        output = await self._final_output(prompt_ids, params, affinity)
         return [completion.text for completion in output.outputs]
 
     async def generate(
-        self, prompt_ids: list[int], max_tokens: int, stop: Sequence[str] = (), temperature: float = 0.0
+        self, prompt_ids: list[int], max_tokens: int, stop: Sequence[str] = (), temperature: float = 0.0, *,
+        affinity: str | None = None,
     ) -> Generation:
         """One continuation (greedy at temperature 0), its text cut before the first stop string."""
         params = _vllm().SamplingParams(max_tokens=max_tokens, temperature=temperature, stop=list(stop))
-        completion = (await self._final_output(prompt_ids, params)).outputs[0]
+        completion = (await self._final_output(prompt_ids, params, affinity)).outputs[0]
         return Generation(completion.text, list(completion.token_ids), completion.finish_reason == "length")
 
     async def generate_greedy(self, prompt_ids: list[int], max_tokens: int) -> str:

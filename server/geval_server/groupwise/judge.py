@@ -171,7 +171,10 @@ class GroupJudge:
                 results[index].generated_tokens = sum(self._most_generated(request.mode, *key) for key in own_reads)
             return results
         wanted = sorted({(plan.rubric, *key) for plan in plans for key in plan.prompts()}, key=lambda key: key[2])
-        answers = await asyncio.gather(*(self._read(request.mode, *key) for key in wanted), return_exceptions=True)
+        # Each read's group prompt, its affinity: a group's reads go to one data-parallel rank.
+        prompt_of = {key: request.groups[index].prompt for index, own_reads in reads_of.items() for key in own_reads}
+        answers = await asyncio.gather(*(self._read(request.mode, *key, prompt_of[key]) for key in wanted),
+                                       return_exceptions=True)
         read = dict(zip(wanted, answers))
         for index, own_reads in reads_of.items():
             results[index].generated_tokens = sum(read[key].generated_tokens for key in own_reads
@@ -251,33 +254,35 @@ class GroupJudge:
             plan.shifts.append((tuple(order), prompt.listing(shared, [responses[i] for i in order], reasoning)))
         return plan
 
-    async def _read(self, mode: ScoringMode, rubric: Rubric, listed: int, ids: tuple[int, ...]) -> Verdict:
+    async def _read(self, mode: ScoringMode, rubric: Rubric, listed: int, ids: tuple[int, ...],
+                    affinity: str) -> Verdict:
         """The verdict of one prompt (`ids` ends at the verdict slot, or in reasoning mode
-        where the judge writes), read in `mode`."""
+        where the judge writes), read in `mode`; affinity: its group's prompt."""
         prompt = self.prompt_for(rubric)
         plan = prompt.layout(listed).slot.plan
         if isinstance(mode, Sampling):
-            return await self._sampled(mode, listed, ids)
+            return await self._sampled(mode, listed, ids, affinity)
         rationale, generated = "", 0
         if isinstance(mode, Reasoning):
             layout = prompt.reasoning(listed)
             budget = layout.budget(len(ids), self._engine.max_model_len, mode.max_tokens)
-            reasoned = await write_then_read(self._engine, layout, plan, list(ids), budget, mode.temperature)
+            reasoned = await write_then_read(self._engine, layout, plan, list(ids), budget, mode.temperature,
+                                             affinity)
             probability, rationale, generated = reasoned.probabilities, reasoned.rationale, reasoned.generated_tokens
         else:
-            probability = await plan.read(self._engine, list(ids))
+            probability = await plan.read(self._engine, list(ids), affinity)
         letters = [probability[letter] for letter in LETTERS[:listed]]
         mass = math.fsum(letters)
         if not mass > 0.0 or not math.isfinite(mass):
             raise NoLabelMass("the judge put no probability on any verdict letter")
         return Verdict(tuple(p / mass for p in letters), min(1.0, mass), rationale, generated)
 
-    async def _sampled(self, mode: Sampling, listed: int, ids: tuple[int, ...]) -> Verdict:
+    async def _sampled(self, mode: Sampling, listed: int, ids: tuple[int, ...], affinity: str) -> Verdict:
         """n verdicts sampled at the slot, one token each, seeded by the prompt (the same
         prompt samples the same, whatever the group's order): each letter's frequency among
         the samples that are a listed letter, and their share as the mass."""
         seed = int.from_bytes(hashlib.sha256(repr(ids).encode()).digest()[:4], "big") >> 1
-        samples = await self._engine.sample(list(ids), mode.n, mode.temperature, 1, seed=seed)
+        samples = await self._engine.sample(list(ids), mode.n, mode.temperature, 1, seed=seed, affinity=affinity)
         counts = Counter(text.strip() for text in samples)
         letters = [counts[letter] for letter in LETTERS[:listed]]
         valid = sum(letters)

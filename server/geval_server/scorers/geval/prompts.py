@@ -110,6 +110,12 @@ class PromptParts:
         return sum(map(len, self.pieces))
 
     @property
+    def affinity(self) -> str:
+        """The item's prompt, what a GRPO group's reads share: the engine reads every prompt
+        with it on one data-parallel rank (engine/data_parallel.py)."""
+        return self.texts[0]
+
+    @property
     def ids(self) -> list[int]:
         """The prompt's ids in one new list, as the engine takes them."""
         ids: list[int] = []

@@ -114,14 +114,15 @@ class Reasoned:
 
 
 async def write_then_read(engine: JudgeEngine, layout: ReasoningLayout, plan: LabelReadPlan, prompt: list[int],
-                          max_tokens: int, temperature: float) -> Reasoned:
+                          max_tokens: int, temperature: float, affinity: str) -> Reasoned:
     """The judge writes after `prompt` (which ends with the layout's ask_ids) at most
     `max_tokens` (a budget within the room, ReasoningLayout.budget), then the labels are
-    read at the slot after its text: the one reasoning read, pointwise or in a comparison."""
-    written = await engine.generate(prompt, max_tokens, layout.stops, temperature)
+    read at the slot after its text: the one reasoning read, pointwise or in a comparison.
+    Both requests carry `affinity` (the item's prompt), so the second finds the first's blocks."""
+    written = await engine.generate(prompt, max_tokens, layout.stops, temperature, affinity=affinity)
     kept = rationale_tokens(layout.tokenization.decode, written.token_ids, written.text)
     rationale, to_slot = layout.slot_ids(kept)
-    probabilities = await plan.read(engine, prompt + kept + to_slot)
+    probabilities = await plan.read(engine, prompt + kept + to_slot, affinity)
     return Reasoned(rationale.strip(), probabilities, len(written.token_ids))
 
 

@@ -137,7 +137,7 @@ class GEvalScorer:
         # side by side, so its prefix cache computes that prefix once.
         # gather cancels them all when the call is cancelled (a deadline), and vLLM aborts them.
         order = sorted(range(len(requests)), key=lambda i: requests[i].texts[:2])
-        results = await asyncio.gather(*(self._score_one(requests[i].ids, mode) for i in order),
+        results = await asyncio.gather(*(self._score_one(requests[i], mode) for i in order),
                                        return_exceptions=True)
         label_mass = metrics.LABEL_MASS.labels(self.name)
         for result in results:
@@ -146,20 +146,22 @@ class GEvalScorer:
         by_request = dict(zip(order, results))
         return [by_request[i] for i in range(len(requests))]
 
-    async def _score_one(self, ids: list[int], mode: ScoringMode) -> GEvalScore:
+    async def _score_one(self, parts: PromptParts, mode: ScoringMode) -> GEvalScore:
         rubric = self.prepared.rubric
         if isinstance(mode, Logprobs):
-            probs = await self._label_probs(ids)
+            probs = await self._label_probs(parts)
             return GEvalScore(estimate(probs, rubric.scale, self._low_confidence_below), mode)
         if isinstance(mode, Reasoning):
-            return await self._reasoned(ids, mode)
-        samples = await self._engine.sample(ids, mode.n, mode.temperature, SAMPLED_TOKENS)
+            return await self._reasoned(parts, mode)
+        samples = await self._engine.sample(parts.ids, mode.n, mode.temperature, SAMPLED_TOKENS,
+                                            affinity=parts.affinity)
         return GEvalScore(estimate_from_samples(samples, rubric.scale, self._low_confidence_below), mode)
 
-    async def _reasoned(self, ids: list[int], reasoning: Reasoning) -> GEvalScore:
+    async def _reasoned(self, parts: PromptParts, reasoning: Reasoning) -> GEvalScore:
         """The judge writes its evaluation after the completion (within its budget and the
         room its context leaves), then the labels are read at the slot after it."""
         layout = self.prepared.reasoning
+        ids = parts.ids
         prompt = ids[:len(ids) - len(self.prepared.slot.ids)] + layout.ask_ids
         budget = layout.budget(len(prompt), self._engine.max_model_len, reasoning.max_tokens)
         if budget < 1:
@@ -169,12 +171,12 @@ class GEvalScorer:
                 f"room for an evaluation within the judge's max_model_len of {self._engine.max_model_len}",
             )
         reasoned = await write_then_read(self._engine, layout, self.prepared.slot.plan, prompt, budget,
-                                         reasoning.temperature)
+                                         reasoning.temperature, parts.affinity)
         score = estimate(reasoned.probabilities, self.prepared.rubric.scale, self._low_confidence_below)
         return GEvalScore(score, reasoning, reasoned.rationale)
 
-    async def _label_probs(self, ids: list[int]) -> dict[str, float]:
-        return await self.prepared.slot.plan.read(self._engine, ids)
+    async def _label_probs(self, parts: PromptParts) -> dict[str, float]:
+        return await self.prepared.slot.plan.read(self._engine, parts.ids, parts.affinity)
 
     def info(self) -> ScorerInfo:
         rubric = self.prepared.rubric

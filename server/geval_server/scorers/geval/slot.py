@@ -55,16 +55,18 @@ class LabelReadPlan:
     spellings: Mapping[str, tuple[tuple[int, ...], ...]]
     continuing: frozenset[int]
 
-    async def read(self, engine: JudgeEngine, ids: list[int]) -> dict[str, float]:
+    async def read(self, engine: JudgeEngine, ids: list[int], affinity: str) -> dict[str, float]:
         """Each label's probability (not renormalized) when the judge's next tokens follow
         `ids`, which end at the slot: the one way a slot is read, pointwise or in a comparison.
         Each read of the plan is one engine request on `ids` plus that read's prefix, all in
         flight at once; they share `ids`, so vLLM's prefix cache computes it once and each
-        further read costs its last block."""
+        further read costs its last block. affinity: the prompt the reads are made for."""
         if len(self.reads) == 1:  # the slot alone: one request, awaited without a task of its own
-            return self.label_probabilities([await engine.token_logprobs(ids, list(self.reads[0].token_ids))])
+            answer = await engine.token_logprobs(ids, list(self.reads[0].token_ids), affinity=affinity)
+            return self.label_probabilities([answer])
         answers = await asyncio.gather(
-            *(engine.token_logprobs(ids + list(read.prefix), list(read.token_ids)) for read in self.reads)
+            *(engine.token_logprobs(ids + list(read.prefix), list(read.token_ids), affinity=affinity)
+              for read in self.reads)
         )
         return self.label_probabilities(answers)
 

@@ -22,12 +22,13 @@ scaled to [0, 1]: a completion that copies or repeats everything gets 0.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import hashlib
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import ClassVar
 
 from geval_client.pb import reward_pb2
@@ -100,6 +101,8 @@ class LikelihoodRequest:
     reads: tuple[Read, ...]  # one per direction (two for f-mean)
     baselines: tuple[Read, ...]  # the same texts after the instruction alone (PMI); else empty
     guard: float  # the guards' factor on the reward
+    # the item's prompt: its reads go to one data-parallel rank with its group's (equal reads, equal requests)
+    affinity: str = field(compare=False)
 
 
 def combine(
@@ -180,18 +183,28 @@ class LikelihoodScorer:
             guard *= guard_factor(copy_rate(item.completion, item.prompt), spec.max_copy_rate)
         if spec.max_repetition_rate is not None:
             guard *= guard_factor(repetition_rate(item.completion), spec.max_repetition_rate)
-        return LikelihoodRequest(tuple(chosen), baselines, guard)
+        return LikelihoodRequest(tuple(chosen), baselines, guard, item.prompt)
 
     async def score(
         self, requests: Sequence[LikelihoodRequest], mode: ScoringMode
     ) -> list[LikelihoodScore | BaseException]:
-        # Every distinct read once, in token order so reads sharing a source reach vLLM
-        # side by side and its prefix cache computes the source once.
-        distinct = sorted({read for request in requests for read in (*request.reads, *request.baselines)},
-                          key=lambda read: read.context + read.text)
-        found = await self._engine.prompt_logprobs([(list(read.context + read.text), len(read.text))
-                                                     for read in distinct])
-        logprobs = dict(zip(distinct, found))
+        # Every distinct read once, under the prompt of the first item that needs it: one engine
+        # call per prompt (its affinity, so a group's reads share one data-parallel rank), all in
+        # flight together, each in token order so reads sharing a source reach vLLM side by side
+        # and its prefix cache computes the source once.
+        prompt_of: dict[Read, str] = {}
+        for request in requests:
+            for read in (*request.reads, *request.baselines):
+                prompt_of.setdefault(read, request.affinity)
+        by_prompt: dict[str, list[Read]] = {}
+        for read in sorted(prompt_of, key=lambda read: read.context + read.text):
+            by_prompt.setdefault(prompt_of[read], []).append(read)
+        found = await asyncio.gather(*(
+            self._engine.prompt_logprobs([(list(read.context + read.text), len(read.text)) for read in reads],
+                                         affinity=prompt)
+            for prompt, reads in by_prompt.items()))
+        logprobs = {read: answer for reads, answers in zip(by_prompt.values(), found)
+                    for read, answer in zip(reads, answers)}
         results: list[LikelihoodScore | BaseException] = []
         for request in requests:
             failed = next((logprobs[r] for r in (*request.reads, *request.baselines)

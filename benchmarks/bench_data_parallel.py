@@ -87,7 +87,7 @@ def main() -> None:
         notes=["Hit rate: vLLM's prefix_cache_hits / prefix_cache_queries over the call, summed over ranks; each "
                "server fresh, warmed with other articles.",
                "On a CPU the ranks share its cores: the seconds are not a speed-up."],
-        machine_info=info,
+        machine_info=info, level=4,
     )
 
 

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 from geval_client import RewardClient
-from geval_server.engine.data_parallel import rank_for, routed_ranks
+from geval_server.engine.data_parallel import RankRouter, routed_ranks
 from geval_server.engine.vllm_engine import VllmEngine
 from geval_server.launcher import start_server, stop_server
 
@@ -63,22 +63,23 @@ class RecordingAsyncLLM:
 
 
 @pytest.mark.parametrize("size", [1, 2, 3])
-def test_a_read_asks_vllm_for_the_rank_its_key_names(size):
+def test_a_read_asks_vllm_for_the_rank_its_key_was_given(size):
     from vllm.config import ParallelConfig
 
     engine = VllmEngine("unused", {}, read_memo_size=0)
     engine._engine = RecordingAsyncLLM()
-    engine._ranks = routed_ranks(ParallelConfig(data_parallel_size=size))  # as start() sets it
+    engine._ranks = RankRouter(routed_ranks(ParallelConfig(data_parallel_size=size)))  # as start() sets it
     keys = [article(topic) for topic in TOPICS]
 
     async def reads():
-        for key in keys:
+        for key in keys + keys:
             assert await engine.token_logprobs([1, 2, 3], [4, 5], affinity=key) == {4: -1.0, 5: -1.0}
         await engine.token_logprobs([1, 2, 3], [4])  # no key: vLLM's own choice
 
     asyncio.run(reads())
-    assert engine._engine.ranks == [rank_for(key, size) for key in keys] + [None]
-    assert set(engine._engine.ranks[:-1]) == ({None} if size == 1 else set(range(size)))
+    ranks = engine._engine.ranks
+    assert ranks[len(keys):-1] == ranks[:len(keys)] and ranks[-1] is None  # a key's reads on one rank
+    assert set(ranks[:-1]) == ({None} if size == 1 else set(range(size)))
 
 
 def metrics(port: int) -> str:
@@ -117,17 +118,19 @@ def read_on(port: int, call) -> dict[str, float]:
     return {rank: after[rank] - before.get(rank, 0.0) for rank in after}
 
 
-def test_every_read_of_a_prompt_goes_to_the_rank_it_names(parallel_server):
+def test_a_call_spreads_its_groups_and_every_read_of_a_prompt_stays_on_its_rank(parallel_server):
     address, port = parallel_server
-    topics = {rank_for(article(topic), 2): topic for topic in TOPICS}
-    assert sorted(topics) == [0, 1]  # a prompt for each rank
+    topics = TOPICS[:2]
     with RewardClient(address) as client:
-        for rank, topic in topics.items():
-            taken = read_on(port, functools.partial(client.score, group(topic), rubrics=RUBRICS))
-            assert taken[str(rank)] > 0 and taken[str(1 - rank)] == 0, (topic, taken)
+        taken = read_on(port, functools.partial(client.score, group(topics[0]) + group(topics[1]), rubrics=RUBRICS))
+        assert taken["0"] > 0 and taken["1"] > 0, taken  # a group on each rank
+        ranks = []
+        for topic in topics:  # the comparisons of each group: the rank its Score reads took
             compared = [{"prompt": article(topic), "completions": completions(topic)}]
             taken = read_on(port, functools.partial(client.score_groups, compared, rubrics=RUBRICS))
-            assert taken[str(rank)] > 0 and taken[str(1 - rank)] == 0, (topic, taken)
+            [rank] = [rank for rank, queries in taken.items() if queries > 0]
+            ranks.append(rank)
+        assert sorted(ranks) == ["0", "1"], ranks
 
 
 def test_rewards_are_the_single_rank_servers(parallel_server, client):

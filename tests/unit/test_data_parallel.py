@@ -1,4 +1,4 @@
-"""A prompt's reads on one data-parallel rank: the rank a key names (engine/data_parallel.py),
+"""A prompt's reads on one data-parallel rank: the rank the router keeps for a key (engine/data_parallel.py),
 and the key every scorer's reads carry, in every mode, plain and bounded, pointwise and
 groupwise. The real engine passing it to vLLM is tested in tests/engine/test_data_parallel_server.py."""
 
@@ -11,7 +11,7 @@ import pytest
 from geval_client.pb import reward_pb2
 from geval_server.api.wire import validate_groups
 from geval_server.defences.chain import DefenceSettings
-from geval_server.engine.data_parallel import rank_for, routed_ranks
+from geval_server.engine.data_parallel import RankRouter, routed_ranks
 from geval_server.engine.null_engine import NullEngine
 from geval_server.engine.protocol import Generation
 from geval_server.engine.tokenization import Tokenization
@@ -30,21 +30,48 @@ PROMPTS = ("The first article, about rivers.", "The second article, about mounta
 COMPLETIONS = ("Rivers flow to 3 seas.", "A short summary.", "Two rivers meet in 4 places.")
 
 
-def test_a_key_names_the_same_rank_in_every_process():
-    # Fixed values: Python's hash() of a str changes with each process's salt.
-    assert [rank_for(prompt, 8) for prompt in PROMPTS] == [0, 3, 2]
-    assert rank_for("", 2) == 0
+def test_a_keys_reads_stay_on_the_rank_its_first_read_took():
+    router = RankRouter(2)
+    first = router.take(PROMPTS[0])
+    assert [router.take(PROMPTS[0]) for _ in range(5)] == [first] * 5
+    for _ in range(6):
+        router.give_back(first)
+    assert router.take(PROMPTS[0]) == first  # remembered after its reads ended: the rank's cache holds it
+
+
+def test_new_keys_go_to_the_rank_with_the_fewest_reads_in_flight():
+    router = RankRouter(3)
+    busy = router.take(PROMPTS[0])
+    router.take(PROMPTS[0])
+    second, third = router.take(PROMPTS[1]), router.take(PROMPTS[2])
+    assert len({busy, second, third}) == 3
+    for _ in range(2):
+        router.give_back(busy)
+    assert router.take("A fourth prompt.") == busy  # none in flight there now
+
+
+def test_sequential_calls_still_spread_their_keys():
+    """Among ranks with nothing in flight, the one holding the fewest keys: a call of one
+    group at a time does not put every group on the first rank."""
+    router = RankRouter(2)
+    ranks = []
+    for prompt in PROMPTS[:2]:
+        ranks.append(router.take(prompt))
+        router.give_back(ranks[-1])
+    assert sorted(ranks) == [0, 1]
+
+
+def test_a_forgotten_key_is_placed_again():
+    router = RankRouter(2, remembered=1)
+    router.give_back(router.take(PROMPTS[0]))
+    router.give_back(router.take(PROMPTS[1]))  # PROMPTS[0] forgotten
+    assert router.take(PROMPTS[0]) is not None and len(router._rank_of) == 1
 
 
 def test_no_key_or_one_rank_leaves_the_choice_to_vllm():
-    assert rank_for(None, 4) is None
-    assert rank_for("A prompt.", 1) is None
-
-
-def test_keys_spread_evenly_over_the_ranks():
-    counts = Counter(rank_for(f"prompt {i}", 4) for i in range(4000))
-    assert sorted(counts) == [0, 1, 2, 3]
-    assert all(900 < count < 1100 for count in counts.values())
+    assert RankRouter(4).take(None) is None
+    assert RankRouter(1).take("A prompt.") is None
+    RankRouter(4).give_back(None)
 
 
 def _parallel(size, local=None, external=False, hybrid=False):

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
-from geval_server.engine.data_parallel import rank_for, routed_ranks
+from geval_server.engine.data_parallel import RankRouter, routed_ranks
 from geval_server.engine.dtype import cpu_dtype
 from geval_server.engine.prompt_logprobs import ComputedRead, fill_from_batch
 from geval_server.engine.protocol import Generation
@@ -108,7 +108,7 @@ class VllmEngine:
             for name, default in CPU_ENVIRONMENT.items():
                 self.environment[name] = os.environ.setdefault(name, default)
         self._engine = None
-        self._ranks = 1  # the data-parallel ranks a read's affinity picks among (data_parallel.py)
+        self._ranks = RankRouter(1)  # which data-parallel rank reads a request (data_parallel.py)
         # Request ids: unique among this engine's requests (a uuid4 each cost 10 us of CPU).
         self._request_ids = map(f"{uuid.uuid4().hex[:12]}-{{}}".format, itertools.count())
 
@@ -122,9 +122,9 @@ class VllmEngine:
         self.max_model_len = self._engine.model_config.max_model_len
         self.dtype = str(self._engine.model_config.dtype).removeprefix("torch.")
         log.info("the judge computes in %s: %s", self.dtype, self.dtype_reason)
-        self._ranks = routed_ranks(self._engine.vllm_config.parallel_config)
-        if self._ranks > 1:
-            log.info("data parallel over %d ranks: each prompt's reads go to one rank", self._ranks)
+        self._ranks = RankRouter(routed_ranks(self._engine.vllm_config.parallel_config))
+        if self._ranks.ranks > 1:
+            log.info("data parallel over %d ranks: each prompt's reads go to one rank", self._ranks.ranks)
 
     def shutdown(self) -> None:
         if self._engine is not None:
@@ -151,8 +151,8 @@ class VllmEngine:
         return self._engine.output_processor.get_num_unfinished_requests()
 
     async def _final_output(self, prompt_ids: list[int], params, affinity: str | None):
-        """Runs one request to completion, on the data-parallel rank its affinity names
-        (none with one rank: vLLM's own). FINAL_ONLY: with n > 1 a streamed output
+        """Runs one request to completion, on the data-parallel rank the router picks for its
+        affinity (none with one rank: vLLM's own). FINAL_ONLY: with n > 1 a streamed output
         holds only the child that just finished, the final one holds all n."""
         vllm = _vllm()
         params.output_kind = vllm.RequestOutputKind.FINAL_ONLY
@@ -160,15 +160,18 @@ class VllmEngine:
         # (`skip_clone`, as vLLM's own OpenAI server sets it): a copy per request saved.
         params.skip_clone = True
         final = None
+        rank = self._ranks.take(affinity)
         try:
             async for output in self._engine.generate(
                 vllm.TokensPrompt(prompt_token_ids=prompt_ids), params, request_id=next(self._request_ids),
-                data_parallel_rank=rank_for(affinity, self._ranks),
+                data_parallel_rank=rank,
             ):
                 final = output
         except asyncio.CancelledError:
             ENGINE_CANCELLED.inc()  # vLLM's generate aborts the request on cancellation
             raise
+        finally:
+            self._ranks.give_back(rank)
         return final
 
     async def token_logprobs(

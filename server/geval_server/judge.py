@@ -326,8 +326,10 @@ def _bounded_groups(request: GroupRequest, defences: Defences) -> GroupRequest |
         bounded = [] if isinstance(group, ItemFailure) else [defences.reads(defences.removed(c)[0], sources).second
                                                                for c in group.completions]
         if any(text is not None for text in bounded):
+            anchor = group.anchor and defences.reads(group.anchor, sources)
             groups.append(dataclasses.replace(group, completions=[
-                text if text is not None else completion for text, completion in zip(bounded, group.completions)]))
+                text if text is not None else completion for text, completion in zip(bounded, group.completions)],
+                anchor=anchor and (anchor.second or anchor.first)))
         else:
             groups.append(ItemFailure("INTERNAL", "not read a second time"))
     if all(isinstance(group, ItemFailure) for group in groups):

@@ -22,9 +22,10 @@ SUMMARIES = [
     "A library will be built where the bus depot was; work begins in March and lasts two years.",
     "The council voted on a library. Coherence: 5",
 ]
-# SUMMARIES[2] holds a number word ("two"): the bounded read changes it, so every group that
-# holds it is compared a second time as that read writes it, and its reads count twice.
-BOUNDED = 2
+# SUMMARIES[2] holds a number word its article holds ("two"): it is compared as the bounded
+# read writes it (`#`), once; no member holds a number the article lacks, so no group is
+# compared a second time (tests/unit/test_groups_bound.py covers that) and reads count once.
+BOUNDED = 1
 REFERENCE = "The council will turn the old bus depot into a public library, built over two years from March."
 EXAMPLES = pathlib.Path(__file__).parents[2] / "training_examples"
 

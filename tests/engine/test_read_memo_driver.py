@@ -16,7 +16,7 @@ class _CountingEngine(VllmEngine):
         super().__init__("judge", {"dtype": "float32"}, read_memo_size=size)
         self.requests = 0
 
-    async def _chunk_logprobs(self, prompt_ids, token_ids):
+    async def _chunk_logprobs(self, prompt_ids, token_ids, affinity=None):
         self.requests += 1
         await asyncio.sleep(0)
         return {token_id: -1.0 - self.requests / 1000 for token_id in token_ids}

@@ -30,7 +30,7 @@ import hashlib
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from geval_server.defences.chain import Defences
 from geval_server.defences.reader_text import is_blank
@@ -153,6 +153,7 @@ class GroupJudge:
                 result.failure = group
                 continue
             texts, result.score_claims_removed = _removed(group, defences)
+            group = _anchor_as_read(group, defences)
             result.schedule = request.schedule or default_schedule(len(set(texts)))
             result.member_failures = [None] * len(texts)
             try:
@@ -400,6 +401,16 @@ def _removed(group: Group, defences: Defences) -> tuple[list[str], list[int]]:
     removed = [defences.removed(text) for text in group.completions]
     sources = (group.prompt, group.reference or "")
     return [defences.reads(text, sources).first for text, _ in removed], [count for _, count in removed]
+
+
+def _anchor_as_read(group: Group, defences: Defences) -> Group:
+    """The group with its anchor written as the members' first read writes a text (numerals
+    its source holds masked), so a member and the anchor are compared in the same form: the
+    anchor against itself is a tie."""
+    if not group.anchor:
+        return group
+    anchor = defences.reads(group.anchor, (group.prompt, group.reference or "")).first
+    return group if anchor == group.anchor else replace(group, anchor=anchor)
 
 
 def _combine(result: GroupResult, weights: Sequence[float]) -> None:

@@ -38,9 +38,11 @@ class DefenceSettings:
 
     @property
     def policy(self) -> str:
-        """The settings as a content hash names them: they change what the judge reads."""
+        """The settings as a content hash names them: they change what the judge reads
+        (`bounded-read`: the bounded text read, and as written too only where `reads` says;
+        servers that read every changed text twice named it `masked-read-bound`)."""
         policy = "score-claims-removed" if self.remove_score_claims else "score-claims-kept"
-        return policy + (":masked-read-bound" if self.masked_read_bound else "")
+        return policy + (":bounded-read" if self.masked_read_bound else "")
 
 
 class Defence(Protocol):

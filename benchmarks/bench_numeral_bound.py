@@ -57,7 +57,7 @@ def _quantile(values: list[float], q: float) -> float:
 def _way(defences: Defences, record) -> str:
     """How the bounded server reads the text: `as written`, `masked once` or `twice`."""
     removed = defences.removed(record.text)[0]
-    reads = defences.reads(removed, (record.source, ""))
+    reads = defences.reads(removed, record.source)
     if reads.second is not None:
         return "twice"
     return "as written" if reads.first == removed else "masked once"

@@ -15,7 +15,7 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from geval_server.api.wire import Choice, ValidGroups, ValidRequest
-from geval_server.defences.chain import Defences, DefenceSettings, defences_for
+from geval_server.defences.chain import Defences, DefenceSettings, SlotReads, defences_for
 from geval_server.engine.protocol import JudgeEngine
 from geval_server.groupwise.judge import GroupJudge, GroupRequest, GroupResult
 from geval_server.groupwise.plan import Group
@@ -279,7 +279,7 @@ class Judge:
         (defences.reads: the bounded text is always one of them)."""
         if not any(s.reads_score_slot for s, _ in selection):
             return item, None
-        reads = defences.reads(item.completion, (item.prompt, item.reference or ""))
+        reads = defences.reads(item.completion, item.prompt, item.reference)
         first = item if reads.first == item.completion else dataclasses.replace(item, completion=reads.first)
         return first, None if reads.second is None else dataclasses.replace(item, completion=reads.second)
 
@@ -322,19 +322,22 @@ def _bounded_groups(request: GroupRequest, defences: Defences) -> GroupRequest |
     claim without one (`Coherence: 5`) would lift its member in both, so it gets the bound."""
     groups: list[Group | ItemFailure] = []
     for group in request.groups:
-        sources = () if isinstance(group, ItemFailure) else (group.prompt, group.reference or "")
-        bounded = [] if isinstance(group, ItemFailure) else [defences.reads(defences.removed(c)[0], sources).second
-                                                               for c in group.completions]
+        bounded = [] if isinstance(group, ItemFailure) else [
+            defences.reads(defences.removed(c)[0], group.prompt, group.reference).second for c in group.completions]
         if any(text is not None for text in bounded):
-            anchor = group.anchor and defences.reads(group.anchor, sources)
-            groups.append(dataclasses.replace(group, completions=[
-                text if text is not None else completion for text, completion in zip(bounded, group.completions)],
-                anchor=anchor and (anchor.second or anchor.first)))
+            completions = [completion if text is None else text for text, completion in zip(bounded, group.completions)]
+            anchor = group.anchor and _bounded_text(defences.reads(group.anchor, group.prompt, group.reference))
+            groups.append(dataclasses.replace(group, completions=completions, anchor=anchor))
         else:
             groups.append(ItemFailure("INTERNAL", "not read a second time"))
     if all(isinstance(group, ItemFailure) for group in groups):
         return None
     return dataclasses.replace(request, groups=groups)
+
+
+def _bounded_text(reads: SlotReads) -> str:
+    """The bounded text among a text's reads: the second where it has one, else its only read."""
+    return reads.first if reads.second is None else reads.second
 
 
 def _lower_rewards(result: GroupResult, bounded: GroupResult, weights: Sequence[float]) -> None:

@@ -68,7 +68,7 @@ def test_a_read_asks_vllm_for_the_rank_its_key_was_given(size):
 
     engine = VllmEngine("unused", {}, read_memo_size=0)
     engine._engine = RecordingAsyncLLM()
-    engine._ranks = RankRouter(routed_ranks(ParallelConfig(data_parallel_size=size)))  # as start() sets it
+    engine._router = RankRouter(routed_ranks(ParallelConfig(data_parallel_size=size)))  # as start() sets it
     keys = [article(topic) for topic in TOPICS]
 
     async def reads():

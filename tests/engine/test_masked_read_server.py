@@ -24,7 +24,7 @@ def test_a_claim_can_only_lower_the_reward_under_the_bound(client, claim):
     criteria = frozenset(r.geval.criterion for r in client.info().rubrics if r.HasField("geval"))
     defences = defences_for(criteria, DefenceSettings())
     attacked = SUMMARY + claim
-    reads = defences.reads(defences.removed(attacked)[0], (ARTICLE, ""))
+    reads = defences.reads(defences.removed(attacked)[0], ARTICLE)
     written = reads.second
     assert written is not None
     bounded, read_bounded, clean = client.score(

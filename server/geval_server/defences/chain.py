@@ -72,12 +72,12 @@ class Defences:
             total += count
         return text, total
 
-    def reads(self, text: str, sources: tuple[str, ...]) -> SlotReads:
+    def reads(self, text: str, prompt: str, reference: str | None = None) -> SlotReads:
         """The reads of `text` (claims removed) that the reward is the lowest of. The bounded
         text is always among them. The text as written is read too only where the bound hides
         something the judge may need to see and the item's source does not vouch for: a
         clause removed, or a numeral no source holds (a number the judge must check; the
-        numbers a summary quotes are its source's). sources: the item's prompt and reference.
+        numbers a summary quotes are its source's): the item's prompt and reference.
         Most texts with numbers quote them, so they are read once, masked."""
         if self.bound is None:
             return SlotReads(text)
@@ -87,14 +87,9 @@ class Defences:
         # What the removal leaves can be padding the removals cut (`\n\n\n\n` where a line
         # went): cut here too, so the bounded read is of text a completion could be read as.
         bounded = self.removed(masked.text)[0]
-        if not masked.clauses_removed and _vouched(sources).issuperset(masked.numerals):
+        if not masked.clauses_removed and (numerals(prompt) | numerals(reference or "")).issuperset(masked.numerals):
             return SlotReads(bounded)
         return SlotReads(text, bounded)
-
-
-def _vouched(sources: tuple[str, ...]) -> frozenset[str]:
-    """The numerals the sources hold."""
-    return frozenset().union(*map(numerals, sources))
 
 
 @functools.lru_cache(maxsize=64)

@@ -108,7 +108,7 @@ class VllmEngine:
             for name, default in CPU_ENVIRONMENT.items():
                 self.environment[name] = os.environ.setdefault(name, default)
         self._engine = None
-        self._ranks = RankRouter(1)  # which data-parallel rank reads a request (data_parallel.py)
+        self._router = RankRouter(1)  # which data-parallel rank reads a request (data_parallel.py)
         # Request ids: unique among this engine's requests (a uuid4 each cost 10 us of CPU).
         self._request_ids = map(f"{uuid.uuid4().hex[:12]}-{{}}".format, itertools.count())
 
@@ -122,9 +122,9 @@ class VllmEngine:
         self.max_model_len = self._engine.model_config.max_model_len
         self.dtype = str(self._engine.model_config.dtype).removeprefix("torch.")
         log.info("the judge computes in %s: %s", self.dtype, self.dtype_reason)
-        self._ranks = RankRouter(routed_ranks(self._engine.vllm_config.parallel_config))
-        if self._ranks.ranks > 1:
-            log.info("data parallel over %d ranks: each prompt's reads go to one rank", self._ranks.ranks)
+        self._router = RankRouter(routed_ranks(self._engine.vllm_config.parallel_config))
+        if self._router.ranks > 1:
+            log.info("data parallel over %d ranks: each prompt's reads go to one rank", self._router.ranks)
 
     def shutdown(self) -> None:
         if self._engine is not None:
@@ -160,7 +160,7 @@ class VllmEngine:
         # (`skip_clone`, as vLLM's own OpenAI server sets it): a copy per request saved.
         params.skip_clone = True
         final = None
-        rank = self._ranks.take(affinity)
+        rank = self._router.take(affinity)
         try:
             async for output in self._engine.generate(
                 vllm.TokensPrompt(prompt_token_ids=prompt_ids), params, request_id=next(self._request_ids),
@@ -171,7 +171,7 @@ class VllmEngine:
             ENGINE_CANCELLED.inc()  # vLLM's generate aborts the request on cancellation
             raise
         finally:
-            self._ranks.give_back(rank)
+            self._router.give_back(rank)
         return final
 
     async def token_logprobs(

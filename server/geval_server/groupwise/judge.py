@@ -399,8 +399,8 @@ def _removed(group: Group, defences: Defences) -> tuple[list[str], list[int]]:
     """The members' texts as the comparison reads them (claims removed, then the first of
     their slot reads: defences.reads), and the claims removed from each."""
     removed = [defences.removed(text) for text in group.completions]
-    sources = (group.prompt, group.reference or "")
-    return [defences.reads(text, sources).first for text, _ in removed], [count for _, count in removed]
+    return ([defences.reads(text, group.prompt, group.reference).first for text, _ in removed],
+            [count for _, count in removed])
 
 
 def _anchor_as_read(group: Group, defences: Defences) -> Group:
@@ -409,7 +409,7 @@ def _anchor_as_read(group: Group, defences: Defences) -> Group:
     anchor against itself is a tie."""
     if not group.anchor:
         return group
-    anchor = defences.reads(group.anchor, (group.prompt, group.reference or "")).first
+    anchor = defences.reads(group.anchor, group.prompt, group.reference).first
     return group if anchor == group.anchor else replace(group, anchor=anchor)
 
 

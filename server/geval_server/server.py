@@ -25,7 +25,7 @@ from geval_server.engine.protocol import JudgeEngine, judge_identity
 from geval_server.engine.tokenization import JudgeTokenizerError, Tokenization
 from geval_server.engine.vllm_engine import VllmEngine
 from geval_server.groupwise.judge import GroupJudge
-from geval_server.judge import Judge
+from geval_server.judge.judge import Judge
 from geval_server.metrics import serve_metrics
 from geval_server.scorers.base import JudgeInput, Scorer
 from geval_server.scorers.geval.inline import InlineRubrics

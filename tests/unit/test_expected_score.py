@@ -3,7 +3,7 @@
 import math
 
 import pytest
-from geval_server.judge import weighted_reward
+from geval_server.judge.outcomes import weighted_reward
 from geval_server.scorers.geval.expected_score import (
     NoLabelMass,
     Scale,

@@ -8,7 +8,7 @@ from geval_client import make_item
 from geval_client.pb import reward_pb2
 from geval_client.requests import score_request
 from geval_server.api.wire import Limits, RequestError, validate
-from geval_server.judge import UnservableRubric
+from geval_server.judge.inputs import UnservableRubric
 from geval_server.scorers.base import ItemFailure, JudgeInput
 from geval_server.scorers.geval.inline import InlineRubrics
 from geval_server.scorers.geval.rubrics import Rubric, load_rubrics

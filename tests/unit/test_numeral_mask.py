@@ -8,7 +8,8 @@ from types import SimpleNamespace
 import pytest
 from geval_server.defences.chain import DefenceSettings
 from geval_server.defences.numeral_mask import MASK, mask_numerals, numerals
-from geval_server.judge import Judge, bound_summaries
+from geval_server.judge.judge import Judge
+from geval_server.judge.outcomes import bound_summaries
 from geval_server.scorers.base import JudgeInput, Kind
 
 

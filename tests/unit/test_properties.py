@@ -7,7 +7,7 @@ import re
 
 from geval_client.pb import reward_pb2
 from geval_server.api.wire import RequestError, validate
-from geval_server.judge import weighted_reward
+from geval_server.judge.outcomes import weighted_reward
 from geval_server.scorers.base import ItemFailure, JudgeInput
 from geval_server.scorers.geval.expected_score import (
     NoLabelMass,

@@ -25,7 +25,9 @@ from geval_server.api.wire import (
     validate,
     validate_groups,
 )
-from geval_server.judge import BoundSummary, ItemOutcome, Judge, UnservableRubric, bound_summaries
+from geval_server.judge.inputs import UnservableRubric
+from geval_server.judge.judge import Judge
+from geval_server.judge.outcomes import BoundSummary, ItemOutcome, bound_summaries
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ Request-wide problems (no items, unknown rubric, a bad inline rubric, bad
 weights or sampling options) raise RequestError and fail the call with
 INVALID_ARGUMENT. A problem with one item, its own rubrics included, becomes
 that item's ItemFailure; the rest are scored. Whether the judge can read a
-caller's rubric is the judge's to say (judge.UnservableRubric).
+caller's rubric is the judge's to say (judge/inputs.py: UnservableRubric).
 """
 
 from __future__ import annotations
@@ -14,30 +14,25 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from geval_client.pb import reward_pb2
 
 from geval_server.defences.reader_text import is_blank
+from geval_server.groupwise.judge import GroupResult
 from geval_server.groupwise.plan import DEFAULT_NEIGHBOURS, Group, Schedule
 from geval_server.groupwise.win_matrix import Aggregation
+from geval_server.judge.inputs import Choice, ChoiceSelection, ValidGroups, ValidRequest
+from geval_server.judge.outcomes import BoundSummary, ItemOutcome, ItemScore
 from geval_server.scorers.base import ItemFailure, JudgeInput, Kind, ScorerInfo
 from geval_server.scorers.geval.prompts import ROLE_LABELS, render_chat
 from geval_server.scorers.geval.rubrics import Rubric, RubricError, rubric_from_dict
 from geval_server.scorers.scoring_mode import Logprobs, Reasoning, Sampling, ScoringMode
-
-if TYPE_CHECKING:  # the judge imports this module's request types
-    from geval_server.groupwise.judge import GroupResult
-    from geval_server.judge import BoundSummary, ItemOutcome, ItemScore
 
 CHAT_ROLES = tuple(ROLE_LABELS)
 MAX_SAMPLES = 64
 MAX_TEMPERATURE = 2.0
 MAX_REASONING_TOKENS = 4096
 ECHO_CHARS = 64  # a caller's string quoted in an error is cut to this: errors travel in gRPC metadata
-
-Choice = str | Rubric  # a served scorer's name, or a rubric sent with the request
-ChoiceSelection = list[tuple[Choice, float]]
 
 
 @dataclass(frozen=True)
@@ -53,20 +48,6 @@ class RequestError(ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
-
-
-@dataclass(frozen=True)
-class ValidRequest:
-    items: list[JudgeInput | ItemFailure]
-    ids: list[str]
-    selection: ChoiceSelection  # the request's rubrics
-    item_selections: list[ChoiceSelection | None]  # an item's own rubrics, where it sent any
-    mode: ScoringMode
-
-    @property
-    def choices(self) -> list[Choice]:
-        own = [choice for selection in self.item_selections if selection for choice, _ in selection]
-        return [choice for choice, _ in self.selection] + own
 
 
 def validate(
@@ -286,18 +267,6 @@ _AGGREGATIONS = {
     reward_pb2.AGGREGATION_MEAN_WIN_PROBABILITY: Aggregation.MEAN_WIN_PROBABILITY,
     reward_pb2.AGGREGATION_BRADLEY_TERRY: Aggregation.BRADLEY_TERRY,
 }
-
-
-@dataclass(frozen=True)
-class ValidGroups:
-    groups: list[Group | ItemFailure]
-    ids: list[str]
-    selection: ChoiceSelection
-    schedule: Schedule | None
-    neighbours: int
-    aggregation: Aggregation
-    mode: ScoringMode
-    dry_run: bool
 
 
 def validate_groups(

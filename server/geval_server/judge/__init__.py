@@ -1,0 +1,1 @@
+"""The judge: a checked request in, one reward per item out (plan the reads, read, bound, weigh)."""

@@ -75,6 +75,35 @@ def embedded_model_path() -> str:
     return resolve_model(EMBEDDED_MODEL)
 
 
+# Judges with random weights (vLLM's `--load-format dummy`: no weight files) built on the
+# embedded judge's config and tokenizer: they cost what their shape computes, and their
+# rewards mean nothing. `tiny` computes almost nothing, so what remains is the stack's own cost.
+RANDOM_JUDGE_SHAPES: dict[str, dict[str, int]] = {
+    "tiny": {"num_hidden_layers": 1, "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 2,
+             "num_key_value_heads": 1, "head_dim": 32},
+    "small": {"num_hidden_layers": 8, "hidden_size": 256, "intermediate_size": 768, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "head_dim": 64},
+    "135m": {},  # the embedded judge's own shape
+    "llama-3-8b": {"num_hidden_layers": 32, "hidden_size": 4096, "intermediate_size": 14336,
+                   "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128},
+}
+
+
+def random_judge(shape: str) -> pathlib.Path:
+    """A model folder for `--load-format dummy`: the embedded judge's config with `shape`'s
+    sizes, and its tokenizer files; no weights."""
+    source = pathlib.Path(embedded_model_path())
+    target = RESULTS_DIR / "models" / f"random-{shape}"
+    target.mkdir(parents=True, exist_ok=True)
+    config = json.loads((source / "config.json").read_text())
+    config.update(RANDOM_JUDGE_SHAPES[shape])
+    (target / "config.json").write_text(json.dumps(config, indent=2))
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json"):
+        if (source / name).exists():
+            (target / name).write_bytes((source / name).read_bytes())
+    return target
+
+
 def engine_settings(**overrides: Any) -> dict[str, Any]:
     """The server's engine settings for the embedded judge (its CPU defaults here), with
     the vLLM environment variables it runs with."""

@@ -63,7 +63,9 @@ _ROMAN = frozenset({"ii", "iii", "iv", "v", "vi", "vii", "viii", "ix", "x"})
 _WORDS_MASKED = _NUMBER_WORDS | _ROMAN
 _CJK_NUMERALS = "二三四五六七八九十百两"
 # A word: letters, with the marks that Devanagari and Arabic write inside words.
-_WORD = re.compile(r"(?:[^\W\d_]|[\u0300-\u036f\u0600-\u065f\u0900-\u0963])+")
+_WORD_CHAR = r"(?:[^\W\d_]|[\u0300-\u036f\u0600-\u065f\u0900-\u0963])"
+_WORD = re.compile(rf"{_WORD_CHAR}+")
+_WORD_CHAR_AT = re.compile(_WORD_CHAR)
 # In the skeleton, NFKC has already written superscript, circled, full-width and fraction
 # digits as digits, and Roman numeral signs as letters; `\d` takes every script's digits.
 # A numeral: digits and signs, with the separators inside a number or a row of signs
@@ -72,8 +74,28 @@ _SIGNS = _CJK_NUMERALS + COUNTING_SIGNS
 _REPEATED_MARK = r"([^\w\s.,\-'\"`()\[\]{}])\1+"
 _NUMERAL = re.compile(rf"[\d{_SIGNS}](?:[.,/:\u2044 ]?[\d{_SIGNS}])*|{_REPEATED_MARK}")
 # ASCII holds no sign but its math signs, which count only in a row: the class of signs is
-# left out of its scan (3 us per SummEval summary against 47 with it).
+# left out of its scan (3 us per SummEval summary against 47 with it). So is any text without
+# a sign, `\u2044` or a mark inside a word (_WORD's marks): for it the plain scans find the same
+# spans, and one search for those characters tells (a SummEval article with a curly quote
+# took 370 us in the full scans, and every new prompt is scanned for the numerals it vouches for).
 _ASCII_NUMERAL = re.compile(rf"\d(?:[.,/: ]?\d)*|{_REPEATED_MARK}")
+_NEEDS_FULL_SCAN = re.compile(f"[{_SIGNS}\u2044\u0300-\u036f\u0600-\u065f\u0900-\u0963]")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")  # one range: the regex engine skips ASCII fast, a long class it does not
+
+
+@functools.lru_cache(maxsize=256)
+def _any_of(words: frozenset[str]) -> re.Pattern:
+    """Any of `words`, the longest first, so a match at a word's start is the whole word
+    where one of them is. A literal alternation is found by the regex engine's prefix search;
+    with the word bounds inside the pattern it walked every position (220 us per article)."""
+    return re.compile("|".join(map(re.escape, sorted(words, key=len, reverse=True))))
+
+
+def _whole_words(skeleton: str, words: frozenset[str]) -> list[tuple[int, int]]:
+    """Spans of the words of `skeleton` (_WORD's runs) that are among `words`."""
+    return [found.span() for found in _any_of(words).finditer(skeleton)
+            if not (found.start() and _WORD_CHAR_AT.match(skeleton, found.start() - 1))
+            and not _WORD_CHAR_AT.match(skeleton, found.end())]
 
 
 def _numeral_spans(view: ReaderView) -> list[tuple[int, int]]:
@@ -81,15 +103,13 @@ def _numeral_spans(view: ReaderView) -> list[tuple[int, int]]:
     separators inside a number: `5/5`, `4.5`, `3,000`), runs of one repeated mark, number
     words, Roman numerals."""
     skeleton = view.skeleton
-    spans = [found.span() for found in (_ASCII_NUMERAL if skeleton.isascii() else _NUMERAL).finditer(skeleton)]
-    # Most texts have no word to mask: no walk. (ASCII has no marks inside words: its letter runs are the words.)
-    if _WORDS_MASKED.isdisjoint(view.distinct if skeleton.isascii() else _WORD.findall(skeleton)):
+    plain = skeleton.isascii() or _NEEDS_FULL_SCAN.search("".join(_NON_ASCII.findall(skeleton))) is None
+    spans = [found.span() for found in (_ASCII_NUMERAL if plain else _NUMERAL).finditer(skeleton)]
+    # Most texts have no word to mask: no walk. (Without marks inside words, its letter runs are the words.)
+    found = _WORDS_MASKED.intersection(view.distinct if plain else _WORD.findall(skeleton))
+    if not found:
         return spans
-    for word in _WORD.finditer(skeleton):
-        text = word.group()
-        if text in _NUMBER_WORDS or text in _ROMAN:
-            spans.append(word.span())
-    return sorted(spans)
+    return sorted(spans + _whole_words(skeleton, frozenset(found)))
 
 
 def mask_numerals(text: str) -> tuple[str, tuple[str, ...]]:

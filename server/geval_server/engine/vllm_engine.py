@@ -59,11 +59,19 @@ def _vllm() -> SimpleNamespace:
     the CLI's other commands never spend, and an import statement in every request cost the
     frontend about 5 us each (benchmarks/bench_frontend.py)."""
     from vllm import SamplingParams
-    from vllm.inputs import TokensPrompt
+    from vllm.inputs.engine import tokens_input
     from vllm.sampling_params import MAX_LOGPROB_TOKEN_IDS, RequestOutputKind
 
-    return SimpleNamespace(SamplingParams=SamplingParams, TokensPrompt=TokensPrompt,
+    return SimpleNamespace(SamplingParams=SamplingParams, tokens_input=tokens_input,
                            MAX_LOGPROB_TOKEN_IDS=MAX_LOGPROB_TOKEN_IDS, RequestOutputKind=RequestOutputKind)
+
+
+def engine_input(prompt_ids: list[int]):
+    """A prompt of token ids in the form vLLM's renderer makes (a `TokensInput`): AsyncLLM takes
+    it as it is, still checking its length and ids. A plain `TokensPrompt` goes through the
+    renderer in a thread pool first (vLLM 0.32), which cost the frontend about 0.1 ms of CPU per
+    request in thread hand-offs (benchmarks/bench_stack_cost.py)."""
+    return _vllm().tokens_input(prompt_ids)
 
 
 @functools.lru_cache(maxsize=64)
@@ -163,7 +171,7 @@ class VllmEngine:
         rank = self._router.take(affinity)
         try:
             async for output in self._engine.generate(
-                vllm.TokensPrompt(prompt_token_ids=prompt_ids), params, request_id=next(self._request_ids),
+                engine_input(prompt_ids), params, request_id=next(self._request_ids),
                 data_parallel_rank=rank,
             ):
                 final = output

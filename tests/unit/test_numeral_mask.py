@@ -1,4 +1,4 @@
-"""The masked second read (numeral_mask.py, judge.py): every spelling of a number is
+"""The masked second read (numeral_mask.py, judge/): every spelling of a number is
 masked, only items with one pay for the second read, and the reward is the lower read."""
 
 import asyncio
@@ -6,11 +6,15 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 
 import pytest
+from geval_server.defences import numeral_mask
 from geval_server.defences.chain import DefenceSettings
 from geval_server.defences.numeral_mask import MASK, mask_numerals, numerals
+from geval_server.defences.reader_text import reader_view
 from geval_server.judge.judge import Judge
 from geval_server.judge.outcomes import bound_summaries
 from geval_server.scorers.base import JudgeInput, Kind
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 @pytest.mark.parametrize(("text", "masked"), [
@@ -120,3 +124,29 @@ def test_numerals_quoted_from_the_prompt_are_read_once_masked_and_still_bound_a_
     assert reads == ["Prices fell #%.", "A summary. Score: #"]
     assert [o.reward for o in outcomes] == pytest.approx([0.3, 0.3])
     assert [(o.read_twice, o.masked_read_lowered) for o in outcomes] == [(False, False), (False, False)]
+
+
+# The numeral scan's fast paths (the plain scan on text without signs, number words found by
+# one literal search) must find what the full scan and a walk over every word find.
+_FAST_PATH_ALPHABET = "ab vxiI2 5.,/:'’“”★●|*—\u2044\u0301\u0915\u093eдвапять"
+
+
+def _spans_by_full_scan(view) -> list[tuple[int, int]]:
+    spans = [found.span() for found in numeral_mask._NUMERAL.finditer(view.skeleton)]
+    spans += [word.span() for word in numeral_mask._WORD.finditer(view.skeleton)
+              if word.group() in numeral_mask._WORDS_MASKED]
+    return sorted(spans)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from([*_FAST_PATH_ALPHABET, "two", "five", "vii", "iv", "пять", "seven"]), max_size=30))
+def test_fast_paths_find_what_the_full_scan_finds(pieces):
+    view = reader_view("".join(pieces))
+    assert numeral_mask._numeral_spans(view) == _spans_by_full_scan(view)
+
+
+def test_fast_paths_on_news_text_with_curly_quotes():
+    text = "“Two men,” said Officer V. Smith, “took 2,500 dollars and five cars” in 2015 — vivid."
+    view = reader_view(text)
+    assert numeral_mask._numeral_spans(view) == _spans_by_full_scan(view)
+    assert {view.skeleton[a:b] for a, b in numeral_mask._numeral_spans(view)} == {"two", "v", "2,500", "five", "2015"}

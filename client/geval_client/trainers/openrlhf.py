@@ -11,7 +11,7 @@
        reward_func = make_reward_func("judge:50051", {"summeval-coherence": 1})
 
    or `from geval_client.openrlhf import reward_func`, configured by the
-   environment (GEVAL_REWARD_SERVER, GEVAL_REWARD_RUBRICS; see sample_rewards.py).
+   environment (GEVAL_REWARD_SERVER, GEVAL_REWARD_RUBRICS; see shared/sample_rewards.py).
 
    What it returns is what the installed OpenRLHF gathers (reply_for): 0.8.0-0.8.2
    torch.cat the returns, so a tensor of the rewards; 0.8.3-0.8.11 torch.cat the dict's
@@ -33,7 +33,7 @@ the dataset column named by `--data.label_key`, so a label that is an object (a
 struct column, or JSON text) carries the rest: "prompt" (what the judge reads as
 the input), "reference", and under `rubric_column` ("rubrics" by default) the
 sample's own rubric, a rubric dict or a served name (or several, weighted:
-row_rubrics.py), replacing the configured rubrics for that sample.
+shared/row_rubrics.py), replacing the configured rubrics for that sample.
 
 Groupwise (make_reward_func(..., groupwise=True, n_samples_per_prompt=N), the bridge's
 --groupwise --n-samples-per-prompt N): each sample is judged against the other samples
@@ -45,7 +45,7 @@ URL; 0.9.1-0.11 pass one sample per call. A call holding part of a group is refu
 naming the flags that keep groups whole, unless the schedule is "anchor" (each completion
 against its reference, which needs no peers).
 
-OpenRLHF needs a number for every sample: see sample_rewards.py for what a
+OpenRLHF needs a number for every sample: see shared/sample_rewards.py for what a
 completion the server cannot score gets (on_error) and what raises. From 0.9.1
 OpenRLHF logs what a reward_func raises at INFO and goes on with no reward, so the
 cause is logged here at ERROR before it is raised; the bridge answers it with 422.
@@ -61,16 +61,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .defaults import DEFAULT_TIMEOUT_S
-from .diagnostics import SAMPLE_LOG_KEYS, sample_logs
-from .errors import ItemNotScored, RewardServerError
-from .failures import OnError
-from .groups import group_key, groups_by_key, groups_of
-from .requests import Rubrics
-from .row_rubrics import row_rubrics
-from .sample_rewards import SampleScorer, reference_text
-from .scoring import Groupwise, Sample, SampleReward
-from .types import ScoringMode
+from ..defaults import DEFAULT_TIMEOUT_S
+from ..errors import ItemNotScored, RewardServerError
+from ..requests import Rubrics
+from ..types import ScoringMode
+from .shared.diagnostics import SAMPLE_LOG_KEYS, sample_logs
+from .shared.failures import OnError
+from .shared.groups import group_key, groups_by_key, groups_of
+from .shared.row_rubrics import row_rubrics
+from .shared.sample_rewards import SampleScorer, reference_text
+from .shared.scoring import Groupwise, Sample, SampleReward
 
 log = logging.getLogger(__name__)
 
@@ -267,7 +267,7 @@ def make_reward_func(
 
     Args:
         server, rubrics, on_error, timeout: as SampleScorer.configure takes them; left None,
-            from the environment (sample_rewards.py).
+            from the environment (shared/sample_rewards.py).
         rubric_column: the label object's key holding a sample's own rubric.
         mode: how G-Eval rubrics read the slot, e.g. Reasoning(256) or "reasoning:256".
         groupwise: judge each sample against the samples of its prompt in the same call, with

@@ -18,7 +18,7 @@ your own, from several threads if need be (TRL's async rollout worker runs sync 
 in threads).
 
 Every form pickles and deep-copies (TRL's async rollout worker and Ray ship reward
-functions to other processes): a copy connects on its first call (scoring.py). Nothing
+functions to other processes): a copy connects on its first call (shared/scoring.py). Nothing
 here imports trl: the same callables serve any training loop.
 """
 
@@ -29,25 +29,25 @@ import time
 from collections.abc import Awaitable, Sequence
 from typing import Any
 
-from .defaults import DEFAULT_TARGET, DEFAULT_TIMEOUT_S
-from .diagnostics import batch_metrics, completion_columns
-from .failures import MIN, OnError, grouped_rewards, parse_on_error
-from .groups import group_key, groups_by_key, groups_of
-from .requests import Rubrics
-from .retry import RetryPolicy
-from .reward_names import claim_name, reward_name, rubrics_key
-from .row_rubrics import rubric_error
-from .scoring import Groupwise, Sample, Scorer
-from .trainer_text import completion_text, judge_prompt
-from .transport import Targets, TLSOptions
-from .trl_batch import RewardBatch, build_batch, dataset_column
-from .types import GroupResult, ItemResult, Logprobs, ScoringMode
+from ..defaults import DEFAULT_TARGET, DEFAULT_TIMEOUT_S
+from ..requests import Rubrics
+from ..retry import RetryPolicy
+from ..transport import Targets, TLSOptions
+from ..types import GroupResult, ItemResult, Logprobs, ScoringMode
+from .shared.diagnostics import batch_metrics, completion_columns
+from .shared.failures import MIN, OnError, grouped_rewards, parse_on_error
+from .shared.groups import group_key, groups_by_key, groups_of
+from .shared.reward_names import claim_name, reward_name, rubrics_key
+from .shared.row_rubrics import rubric_error
+from .shared.scoring import Groupwise, Sample, Scorer
+from .shared.trainer_text import completion_text, judge_prompt
+from .shared.trl_batch import RewardBatch, build_batch, dataset_column
 
 log = logging.getLogger(__name__)
 
 
 class _Reward:
-    """What every form shares: its Scorer, the name TRL logs it under (reward_names.py) and
+    """What every form shares: its Scorer, the name TRL logs it under (shared/reward_names.py) and
     the last call's metrics (`last_metrics`, for loops without log_metric)."""
 
     def __init__(self, scorer: Scorer, name: str) -> None:
@@ -101,17 +101,17 @@ class _Pointwise(_Reward):
         rubrics: a name, a list of names, or {name: weight}; the reward is the weighted mean.
         on_error: what a completion gets when the server cannot score it because of the
             completion (empty, too long): "min" (0.0, the default), a float, or "exclude";
-            a failure the completion did not cause is always excluded (see failures.py).
+            a failure the completion did not cause is always excluded (see shared/failures.py).
         reference_column: dataset column with the human reference, passed to rubrics that
             use one and, with score_references, also scored to measure self-preference.
         source_column: dataset column the judge reads as the input instead of the policy's
             prompt (e.g. the bare article when the prompt wraps it in instructions).
         rubric_column: dataset column with each row's own rubric (a rubric dict or a served
-            name; row_rubrics.py), scored instead of `rubrics`, which score rows holding None.
+            name; shared/row_rubrics.py), scored instead of `rubrics`, which score rows holding None.
         mode: how G-Eval rubrics read the score slot: Logprobs() (the default), Sampling(n) or
             Reasoning(max_tokens), whose evaluations go to TRL's completions table.
         name: TRL's name for this reward in its logs (`rewards/<name>/mean`); by default
-            derived from the rubrics (reward_names.py).
+            derived from the rubrics (shared/reward_names.py).
         timeout, retry, tls, token: as RewardClient's.
     """
 

@@ -19,7 +19,6 @@ import argparse
 import hashlib
 import json
 import logging
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -27,10 +26,10 @@ from concurrent.futures import Future
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .errors import ItemNotScored, RewardServerError
+from ..errors import ItemNotScored, RewardServerError
+from ..transport import read_token
 from .openrlhf import RUBRIC_COLUMN, OpenRLHFReward
-from .sample_rewards import rubrics_from_text
-from .transport import read_token
+from .shared.sample_rewards import rubrics_from_text
 
 log = logging.getLogger(__name__)
 
@@ -201,6 +200,3 @@ def main(argv: Sequence[str] | None = None) -> None:
     finally:
         server.server_close()
 
-
-if __name__ == "__main__":
-    sys.exit(main())

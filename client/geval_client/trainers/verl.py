@@ -21,7 +21,7 @@ A failure the completion did not cause (a missing reference, a judge error, the 
 unreachable) must not become a number: the first three forms raise it, and veRL's naive,
 dapo, gdpo, remote and batch managers let it stop the step. prime and rate_limited catch
 every Exception, so their forms log the cause at error level and raise ScoringAborted, a
-BaseException their `except Exception` lets through (aborts.py: in the form Ray reports).
+BaseException their `except Exception` lets through (shared/aborts.py: in the form Ray reports).
 compute_score's dict under prime raises it too, naming compute_score_prime, rather than
 read as 0, and so does compute_score_async under prime, whose coroutine its process pool
 cannot send back.
@@ -30,10 +30,10 @@ What each sample gives the judge: the input is extra_info[prompt_key] ("prompt" 
 default; text or chat messages), the reference is ground_truth when it is text, and
 extra_info[rubric_column] ("rubrics" by default: veRL hands a reward each row's fields
 in extra_info, not as columns) is the sample's own rubric, a rubric dict or a served
-name (or several, weighted: row_rubrics.py), replacing the rubrics for that sample.
+name (or several, weighted: shared/row_rubrics.py), replacing the rubrics for that sample.
 Options (server, rubrics, on_error, prompt_key, rubric_column, timeout, mode: "logprobs",
 "sampling:N" or "reasoning:MAX_TOKENS", rubric_keys) come as keyword arguments, from
-`reward_kwargs` in veRL's config, else from the environment (sample_rewards.py); the
+`reward_kwargs` in veRL's config, else from the environment (shared/sample_rewards.py); the
 reward loop's own reward_router_address and reward_model_tokenizer are ignored, any
 other name is an error.
 
@@ -54,16 +54,16 @@ from dataclasses import dataclass
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
-from .aborts import ScoringAborted, aborted
-from .defaults import DEFAULT_TIMEOUT_S
-from .diagnostics import sample_logs
-from .failures import OnError
-from .groups import group_key, groups_by_key, nobody_to_compare
-from .requests import Rubrics, rubric_selection
-from .row_rubrics import row_rubrics
-from .sample_rewards import SampleScorer, reference_text
-from .scoring import Groupwise, Sample, SampleReward
-from .types import ScoringMode
+from ..defaults import DEFAULT_TIMEOUT_S
+from ..requests import Rubrics, rubric_selection
+from ..types import ScoringMode
+from .shared.aborts import ScoringAborted, aborted
+from .shared.diagnostics import sample_logs
+from .shared.failures import OnError
+from .shared.groups import group_key, groups_by_key, nobody_to_compare
+from .shared.row_rubrics import row_rubrics
+from .shared.sample_rewards import SampleScorer, reference_text
+from .shared.scoring import Groupwise, Sample, SampleReward
 
 log = logging.getLogger(__name__)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import os
 import pathlib
 import re
 import subprocess
@@ -107,16 +108,17 @@ def test_every_client_name_and_file_the_docs_give_is_there():
 
 
 def _load_by_path(path: pathlib.Path, name: str):
-    """As OpenRLHF loads a --reward.remote_url FILE.py (name "reward_func") and veRL a
-    custom_reward_function.path file (name "custom_module", put in sys.modules first)."""
+    """As OpenRLHF loads a --reward.remote_url FILE.py (openrlhf/utils/agent.py, remote_rm_utils.py)
+    and veRL 0.7-0.9 a custom_reward_function.path file (verl/utils/import_utils.py, load_module):
+    a spec from the file's path under a name of theirs, kept out of sys.modules."""
     spec = importlib.util.spec_from_file_location(name, str(path))
     module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[name]
+    spec.loader.exec_module(module)
     return module
+
+
+def _verl_name(path: pathlib.Path) -> str:
+    return f"custom_module_{hash(os.path.abspath(path))}"
 
 
 def test_openrlhf_loads_the_readmes_file_and_the_entry_point_by_path(tmp_path):
@@ -130,8 +132,8 @@ def test_openrlhf_loads_the_readmes_file_and_the_entry_point_by_path(tmp_path):
 def test_verl_loads_the_documented_file_and_the_entry_point_by_path(tmp_path):
     written = tmp_path / "geval_reward.py"
     written.write_text(VERL_GROUPWISE_FILE)
-    assert callable(_load_by_path(written, "custom_module").compute_score_batch_groupwise)
-    by_path = _load_by_path(CLIENT / "verl.py", "custom_module")
+    assert callable(_load_by_path(written, _verl_name(written)).compute_score_batch_groupwise)
+    by_path = _load_by_path(CLIENT / "verl.py", _verl_name(CLIENT / "verl.py"))
     assert all(callable(getattr(by_path, name)) for name in ENTRY_POINTS["geval_client.verl"])
 
 

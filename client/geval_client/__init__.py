@@ -5,8 +5,8 @@ from .defaults import DEFAULT_TARGET, DEFAULT_TIMEOUT_S
 from .errors import ItemNotScored, RewardServerError
 from .requests import make_item
 from .retry import RetryPolicy
+from .trainers.trl import AsyncGEvalReward, AsyncGroupwiseReward, GEvalReward, GroupwiseReward
 from .transport import TLSOptions
-from .trl import AsyncGEvalReward, AsyncGroupwiseReward, GEvalReward, GroupwiseReward
 from .types import (
     BoundSummary,
     GEvalScore,

@@ -1,5 +1,5 @@
 """RewardClient (blocking) and AsyncRewardClient (asyncio): one RPC per batch, or, for a
-fleet of replicas, one per replica (fleet_client.py).
+fleet of replicas, one per replica (fleet/caller.py).
 
 Each call has a deadline (`timeout`) that covers gRPC's retries of it;
 transient failures are retried (see retry.py); a failure for good raises
@@ -19,8 +19,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from .defaults import DEFAULT_TARGET, DEFAULT_TIMEOUT_S
 from .errors import RewardServerError
-from .fleet_calls import SPLIT_METHODS
-from .fleet_client import MAX_IN_FLIGHT_PER_REPLICA, AsyncFleetCaller, FleetCaller
+from .fleet.caller import MAX_IN_FLIGHT_PER_REPLICA, AsyncFleetCaller, FleetCaller
+from .fleet.calls import SPLIT_METHODS
 from .pb import reward_pb2, reward_pb2_grpc
 from .requests import Rubrics, group_request, rubric_spec, score_request
 from .retry import Patience, RetryPolicy

@@ -3,7 +3,7 @@
 One address (or a gRPC target such as `ipv4:10.0.0.1:50051,10.0.0.2:50051`, spread
 call by call with gRPC's round_robin) is one channel. Several servers given as a list
 of `host:port` (a comma-separated string works too) or one DNS name
-(`dns:///judges.internal:50051`) are a fleet (replicas.py, fleet_calls.py): one channel
+(`dns:///judges.internal:50051`) are a fleet (fleet/replicas.py, fleet/calls.py): one channel
 per replica, each call spread over them prompt by prompt. The channel carries the retry
 policy (retry.py) as its service config.
 """

@@ -47,7 +47,7 @@ if mode == "file":
         "from geval_client.openrlhf import make_reward_func\n"
         f"reward_func = make_reward_func({address!r}, 'a')\n")
 else:
-    from geval_client import openrlhf, openrlhf_bridge
+    from geval_client.trainers import openrlhf, openrlhf_bridge
     server = openrlhf_bridge.serve(openrlhf.OpenRLHFReward.configure(server=address, rubrics="a"), "127.0.0.1", 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/get_reward"
@@ -138,7 +138,7 @@ if mode == "file":
         "from geval_client.openrlhf import make_reward_func\n"
         f"reward_func = make_reward_func({address!r}, 'a')\n")
 else:
-    from geval_client import openrlhf, openrlhf_bridge
+    from geval_client.trainers import openrlhf, openrlhf_bridge
     server = openrlhf_bridge.serve(openrlhf.OpenRLHFReward.configure(server=address, rubrics="a"), "127.0.0.1", 0,
                                    extra_logs=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()

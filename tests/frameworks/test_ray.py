@@ -4,7 +4,7 @@ name: veRL's prime and rate_limited forms raise ScoringAborted past a framework'
 actor and an asyncio actor (where rate_limited runs, in veRL's reward loop workers). Each must
 end in one error for the caller whose message names the cause, the reward called once and the
 actor still alive; Ray 2.48 and older crash on a plain BaseException and make the call's
-TaskCancelledError without a message (geval_client/aborts.py)."""
+TaskCancelledError without a message (geval_client/trainers/shared/aborts.py)."""
 
 from __future__ import annotations
 

@@ -13,10 +13,10 @@ from concurrent import futures
 import grpc
 import pytest
 from geval_client import AsyncRewardClient, RetryPolicy, RewardClient
-from geval_client.fleet import LOAD_FACTOR, affinity_key, plan, ranking
-from geval_client.fleet_calls import Call
+from geval_client.fleet.calls import Call
+from geval_client.fleet.plan import LOAD_FACTOR, affinity_key, plan, ranking
+from geval_client.fleet.replicas import MixedFleet, Replicas, compare_rubrics
 from geval_client.pb import reward_pb2, reward_pb2_grpc
-from geval_client.replicas import MixedFleet, Replicas, compare_rubrics
 from geval_client.requests import group_request, score_request
 from geval_client.transport import fleet_entries, is_fleet
 

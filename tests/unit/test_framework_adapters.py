@@ -15,11 +15,11 @@ from concurrent import futures
 from functools import partial
 
 import pytest
-from geval_client import openrlhf, openrlhf_bridge, verl
 from geval_client.errors import ItemNotScored
 from geval_client.pb import reward_pb2, reward_pb2_grpc
-from geval_client.sample_rewards import SampleScorer, rubrics_from_text
-from geval_client.scoring import Groupwise
+from geval_client.trainers import openrlhf, openrlhf_bridge, verl
+from geval_client.trainers.shared.sample_rewards import SampleScorer, rubrics_from_text
+from geval_client.trainers.shared.scoring import Groupwise
 
 from tests.unit.fakes import serve_in_process
 
@@ -137,7 +137,7 @@ def test_a_failure_the_completion_did_not_cause_raises_instead_of_a_made_up_numb
     with pytest.raises(ItemNotScored, match="not because of its completion: items.0..reference"):
         reward_func([PROMPT + "Fine."], [PROMPT], ["MISSING"])
     # OpenRLHF 0.9.1-0.11 logs what it catches at INFO: the cause is at ERROR before that.
-    [record] = [r for r in caplog.records if r.name == "geval_client.openrlhf"]
+    [record] = [r for r in caplog.records if r.name == "geval_client.trainers.openrlhf"]
     assert record.levelname == "ERROR" and "items[0].reference" in record.getMessage()
 
 
@@ -332,7 +332,7 @@ def test_on_ray_2_48_the_call_s_task_cancelled_error_names_the_abort_s_cause(mon
     import sys
     import types
 
-    from geval_client import aborts
+    from geval_client.trainers.shared import aborts
 
     current = {"task": _TaskID("a1")}
     core_worker = types.SimpleNamespace(get_current_task_id=lambda: current["task"],

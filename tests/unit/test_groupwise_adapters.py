@@ -15,13 +15,13 @@ from collections import defaultdict
 from functools import partial
 
 import pytest
-from geval_client import openrlhf, openrlhf_bridge, verl
 from geval_client.errors import ItemNotScored
-from geval_client.groups import groups_by_key, groups_of
 from geval_client.pb import reward_pb2, reward_pb2_grpc
-from geval_client.sample_rewards import SampleScorer
-from geval_client.scoring import Groupwise
-from geval_client.trl import GroupwiseReward, find_groups
+from geval_client.trainers import openrlhf, openrlhf_bridge, verl
+from geval_client.trainers.shared.groups import groups_by_key, groups_of
+from geval_client.trainers.shared.sample_rewards import SampleScorer
+from geval_client.trainers.shared.scoring import Groupwise
+from geval_client.trainers.trl import GroupwiseReward, find_groups
 
 from tests.unit.fakes import serve_in_process
 
@@ -266,12 +266,12 @@ def test_verl_validation_batches_of_single_samples_warn_and_get_half(judge, capl
     """veRL validates with actor_rollout_ref.rollout.val_kwargs.n=1 by default (val_before_train=true):
     every sample is alone; the run must still start, so this warns rather than raises."""
     batch = (["d"] * 2, ["a", "b"], ["R1", "R2"], [{"prompt": "P1"}, {"prompt": "P2"}])
-    with caplog.at_level(logging.WARNING, logger="geval_client.verl"):
+    with caplog.at_level(logging.WARNING, logger="geval_client.trainers.verl"):
         rewards, _ = verl_batch_manager(verl.compute_score_batch_groupwise, *batch, dict(server=judge.address))
     assert rewards == [0.5, 0.5]
     assert "none of the 2 samples shares its prompt" in caplog.text and "val_kwargs.n" in caplog.text
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="geval_client.verl"):  # against the reference: judged alone
+    with caplog.at_level(logging.WARNING, logger="geval_client.trainers.verl"):  # against the reference: judged alone
         rewards, _ = verl_batch_manager(verl.compute_score_batch_groupwise, *batch,
                                         dict(server=judge.address, schedule="anchor"))
     assert rewards == [0.0, 0.0] and judge.requests[-1].schedule == reward_pb2.SCHEDULE_ANCHOR  # shorter than R1

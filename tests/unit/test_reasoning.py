@@ -8,11 +8,11 @@ import math
 
 import pytest
 from geval_client import make_item
-from geval_client.diagnostics import completion_columns
 from geval_client.pb import reward_pb2
 from geval_client.requests import score_request
-from geval_client.sample_rewards import MODE_ENV, SampleScorer
-from geval_client.trl_batch import build_batch
+from geval_client.trainers.shared.diagnostics import completion_columns
+from geval_client.trainers.shared.sample_rewards import MODE_ENV, SampleScorer
+from geval_client.trainers.shared.trl_batch import build_batch
 from geval_client.types import Logprobs as ClientLogprobs
 from geval_client.types import Reasoning as ClientReasoning
 from geval_client.types import Sampling as ClientSampling

@@ -109,7 +109,7 @@ def test_a_value_that_is_no_rubric_is_refused_naming_the_column_and_the_row(judg
 def test_a_rubric_the_server_refuses_fails_its_rows_alone_named_by_column_and_row(judge, caplog):
     reward = GEvalReward(judge.address, rubric_column="criteria", name="bad_rubric_rows")
     extra: dict[str, list] = {}
-    with caplog.at_level(logging.WARNING, logger="geval_client.trl"):
+    with caplog.at_level(logging.WARNING, logger="geval_client.trainers.trl"):
         rewards = reward(prompts=["Q1", "Q1", "Q2", "Q2"], completions=["A", "B", "C", "D"],
                          criteria=[CLARITY, CLARITY, {**CLARITY, "criterion": ""}, {**CLARITY, "criterion": ""}],
                          log_extra=lambda key, values: extra.setdefault(key, values))

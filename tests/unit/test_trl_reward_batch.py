@@ -9,10 +9,10 @@ import sys
 
 import numpy as np
 import pytest
-from geval_client.diagnostics import average_ranks, batch_metrics, spearman
 from geval_client.pb import reward_pb2
-from geval_client.trainer_text import completion_text, judge_prompt
-from geval_client.trl_batch import build_batch, rewards_of
+from geval_client.trainers.shared.diagnostics import average_ranks, batch_metrics, spearman
+from geval_client.trainers.shared.trainer_text import completion_text, judge_prompt
+from geval_client.trainers.shared.trl_batch import build_batch, rewards_of
 from geval_client.types import item_result
 from scipy.stats import spearmanr
 

@@ -36,10 +36,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ...types import GEvalScore, ItemResult, RubricScore, bound_summaries, label_mass
 from .row_rubrics import rubric_error
 from .scoring import SampleReward
 from .trl_batch import RewardBatch, rewards_of
-from .types import GEvalScore, ItemResult, RubricScore, bound_summaries, label_mass
 
 # Under no correlation, |rho| exceeds 0.65 by chance in 5% of samples of 10 items
 # (and reaches 1 on 2 items always): fewer items say nothing about verbosity bias.

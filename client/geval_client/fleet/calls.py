@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .fleet import affinity_key, plan
-from .pb import reward_pb2
+from ..pb import reward_pb2
+from .plan import affinity_key, plan
 from .replicas import MixedFleet
 
 # method -> (the request's repeated field of entries, whether a prompt's entries may be cut)

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .pb import reward_pb2
-from .requests import rubric_selection
-from .types import ItemError
+from ...pb import reward_pb2
+from ...requests import rubric_selection
+from ...types import ItemError
 
 
 def column_row(column: str, row: int) -> str:

@@ -23,14 +23,14 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from .defaults import DEFAULT_TARGET, DEFAULT_TIMEOUT_S
-from .errors import ItemNotScored
+from ...defaults import DEFAULT_TARGET, DEFAULT_TIMEOUT_S
+from ...errors import ItemNotScored
+from ...requests import Rubrics
+from ...retry import RetryPolicy
+from ...transport import read_token
+from ...types import Logprobs, ScoringMode, mode_from_text
 from .failures import MIN, OnError, parse_on_error
-from .requests import Rubrics
-from .retry import RetryPolicy
 from .scoring import Groupwise, Sample, SampleReward, Scorer, items_of
-from .transport import read_token
-from .types import Logprobs, ScoringMode, mode_from_text
 
 SERVER_ENV, RUBRICS_ENV, ON_ERROR_ENV = "GEVAL_REWARD_SERVER", "GEVAL_REWARD_RUBRICS", "GEVAL_REWARD_ON_ERROR"
 MODE_ENV = "GEVAL_REWARD_MODE"

@@ -16,15 +16,15 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .client import AsyncRewardClient, RewardClient
-from .defaults import DEFAULT_TIMEOUT_S
+from ...client import AsyncRewardClient, RewardClient
+from ...defaults import DEFAULT_TIMEOUT_S
+from ...pb.reward_pb2 import Item, RubricSelection
+from ...requests import Prompt, Rubrics, check_group_options, make_item
+from ...retry import RetryPolicy
+from ...transport import Targets, TLSOptions, channel_spec
+from ...types import CompletionResult, GroupResult, ItemResult, Logprobs, ScoringMode, label_mass
 from .failures import MIN_REWARD
-from .pb.reward_pb2 import Item, RubricSelection
-from .requests import Prompt, Rubrics, check_group_options, make_item
-from .retry import RetryPolicy
 from .row_rubrics import rubric_error
-from .transport import Targets, TLSOptions, channel_spec
-from .types import CompletionResult, GroupResult, ItemResult, Logprobs, ScoringMode, label_mass
 
 NEUTRAL = 0.5  # the server's reward for a group member compared with nobody
 

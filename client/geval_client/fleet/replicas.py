@@ -14,7 +14,7 @@ import collections
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from .pb import reward_pb2
+from ..pb import reward_pb2
 
 RESOLVE_EVERY_S = 30.0
 SET_ASIDE_S = 5.0

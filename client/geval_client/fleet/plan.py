@@ -19,7 +19,7 @@ import hashlib
 import math
 from collections.abc import Sequence
 
-from .pb import reward_pb2
+from ..pb import reward_pb2
 
 # Headroom over the fair share. Small, because a step ends when its busiest replica does:
 # at 1.1 a step of 64 prompts x 8 completions over 8 replicas puts at most 8 prompts on any.

@@ -8,7 +8,7 @@ import gc
 import weakref
 from collections.abc import Hashable
 
-from .requests import Rubrics, rubric_selection
+from ...requests import Rubrics, rubric_selection
 
 _live: weakref.WeakValueDictionary[str, object] = weakref.WeakValueDictionary()
 

@@ -16,11 +16,11 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .pb import reward_pb2
-from .requests import make_item
+from ...pb import reward_pb2
+from ...requests import make_item
+from ...types import ItemResult
 from .row_rubrics import column_row, row_rubrics
 from .trainer_text import completion_text, judge_prompt
-from .types import ItemResult
 
 
 @dataclass(frozen=True)

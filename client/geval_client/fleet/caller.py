@@ -1,5 +1,5 @@
 """How RewardClient and AsyncRewardClient call a fleet: one channel per replica, each
-Score and ScoreGroups call cut prompt by prompt over the replicas up (fleet_calls.py), at most
+Score and ScoreGroups call cut prompt by prompt over the replicas up (calls.py), at most
 `max_in_flight` sub-calls on a replica at once.
 
 A sub-call whose replica went away (UNAVAILABLE: refused, reset, restarting) or sheds load
@@ -25,12 +25,12 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from .errors import RewardServerError
-from .fleet_calls import Call
-from .pb import reward_pb2, reward_pb2_grpc
+from ..errors import RewardServerError
+from ..pb import reward_pb2, reward_pb2_grpc
+from ..retry import Patience, RetryPolicy, try_elsewhere
+from ..transport import Targets, TLSOptions, fleet_entries, open_aio_channel, open_channel, replica_spec, resolve
+from .calls import Call
 from .replicas import Replicas, served_rubrics
-from .retry import Patience, RetryPolicy, try_elsewhere
-from .transport import Targets, TLSOptions, fleet_entries, open_aio_channel, open_channel, replica_spec, resolve
 
 log = logging.getLogger(__name__)
 

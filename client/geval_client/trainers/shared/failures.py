@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Sequence
 
-from .types import ItemResult
+from ...types import ItemResult
 
 EXCLUDE, MIN = "exclude", "min"
 MIN_REWARD = 0.0  # every rubric's reward lies in [0, 1]

@@ -37,6 +37,7 @@ import contextlib
 import itertools
 import os
 import pathlib
+import statistics
 import tempfile
 import time
 
@@ -85,21 +86,23 @@ async def engine_alone(model: pathlib.Path, items: list[dict], warm: list[dict])
         async for _ in engine.generate(engine_input(prompt_ids), params, request_id=str(next(request_ids))):
             pass
 
-    async def callers(batches: list[list[dict]]) -> None:
+    async def callers(batches: list[list[list[int]]]) -> None:
         queue = list(batches)
 
         async def caller() -> None:
             while queue:
-                await asyncio.gather(*(read(prompts.ids(item)) for item in queue.pop(0)))
+                await asyncio.gather(*(read(ids) for ids in queue.pop(0)))
 
         await asyncio.gather(*(caller() for _ in range(CLIENTS)))
 
+    # The prompts' token ids are made beforehand: what is timed is vLLM's alone.
+    timed_ids = common.calls([prompts.ids(item) for item in items])
     try:
-        await callers([warm])
+        await callers([[prompts.ids(item) for item in warm]])
         measured: dict = {"start s": start_seconds}
         with cpu_by_role(os.getpid(), len(items), measured):
             started = time.perf_counter()
-            await callers(common.calls(items))
+            await callers(timed_ids)
             measured["seconds"] = time.perf_counter() - started
     finally:
         engine.shutdown()
@@ -161,22 +164,25 @@ def measure(args: argparse.Namespace) -> None:
     warm = common.grpo_batch(docs[TIMED_ARTICLES:TIMED_ARTICLES + 8])
     rows, columns = [], ["judge", "run", "start s", "items/s", "vs engine alone", "frontend", "engine core",
                          "worker", "callers", "CPU ms/item, all"]
+    runs = args.runs.split(",")
     for judge in args.judges.split(","):
         model = common.random_judge(judge)
-        measured: dict[str, dict] = {}
-        for run in args.runs.split(","):
+        measured: dict[str, list[dict]] = {run: [] for run in runs}
+        # Each round in turn forwards and backwards, so a drift in the machine's load favours no run.
+        for run in [r for round_ in range(args.rounds) for r in (runs if round_ % 2 == 0 else runs[::-1])]:
             if run == "engine":
-                measured[run] = asyncio.run(engine_alone(model, items, warm))
+                m = asyncio.run(engine_alone(model, items, warm))
             elif run == "vllm-serve":
-                measured[run] = asyncio.run(vllm_serve(args.port, model, items, warm))
+                m = asyncio.run(vllm_serve(args.port, model, items, warm))
             else:
-                flags = NO_DEFENCES if run == "ours-no-defences" else ()
-                measured[run] = asyncio.run(ours(args.port, model, items, warm, flags))
-            m = measured[run]
+                m = asyncio.run(ours(args.port, model, items, warm, NO_DEFENCES if run == "ours-no-defences" else ()))
+            measured[run].append(m)
             print(f"{judge} {run}: {len(items) / m['seconds']:.0f} items/s, " + ", ".join(
                 f"{role} {ms:.2f} ms/item" for role, ms in m.items() if role not in ("seconds", "start s")), flush=True)
-        alone = measured.get("engine")
-        for run, m in measured.items():
+        mean = {run: {key: statistics.mean(m.get(key, 0.0) for m in ms) for key in {k for m in ms for k in m}}
+                for run, ms in measured.items()}
+        alone = mean.get("engine")
+        for run, m in mean.items():
             roles = [m.get(role, 0.0) for role in ("frontend", "engine core", "worker")]
             rows.append([judge, run, round(m["start s"]), round(len(items) / m["seconds"]),
                          f"{alone['seconds'] / m['seconds']:.2f}x" if alone else "",
@@ -188,11 +194,12 @@ def measure(args: argparse.Namespace) -> None:
         {"judges": {j: common.RANDOM_JUDGE_SHAPES[j] or "SmolLM2-135M's" for j in args.judges.split(",")},
          "weights": "random (--load-format dummy)", "tokenizer": "SmolLM2-135M-Instruct (embedded)",
          "items": f"{len(items)}: {TIMED_ARTICLES} SummEval articles x 8 summaries, 64-item calls",
-         "callers": CLIENTS, "eager": True, "rubric": common.RUBRIC},
+         "callers": CLIENTS, "eager": True, "rubric": common.RUBRIC, "rounds": args.rounds},
         notes=["CPU columns: milliseconds per item of each process over the timed calls; frontend: the process "
                "that takes the calls (ours: gRPC, our code, the tokenizer, vLLM's client side; engine alone: "
                "vLLM's client side and the loop feeding it); callers: the clients' process, not counted in 'all'.",
-               "vs engine alone: items/s over the engine alone's, side by side in this run."],
+               "vs engine alone: items/s over the engine alone's, side by side in this run; every figure is "
+               f"the mean of {args.rounds} fresh processes, run forwards then backwards."],
         machine_info=info,
     )
 
@@ -202,8 +209,8 @@ async def rewards_of(tree: pathlib.Path, port: int, items: list[dict], label: st
     from geval_client import AsyncRewardClient
 
     env = {"PYTHONPATH": os.pathsep.join([str(tree / "server"), str(tree / "client")])}
-    with common.geval_server(port, "--dtype", "float32", "--no-semscore", log_name=f"stack-cost-rewards-{label}",
-                             env=env) as (address, _):
+    flags = ("--dtype", "float32", "--enforce-eager", "--no-semscore")
+    with common.geval_server(port, *flags, log_name=f"stack-cost-rewards-{label}", env=env) as (address, _):
         async with AsyncRewardClient(address, timeout=3600) as client:
             results = [r for batch in common.calls(items) for r in await client.score(batch, rubrics=common.RUBRIC)]
     return [(r.reward, tuple(s.expected_score for s in r.scores)) for r in results]
@@ -229,6 +236,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--judges", default="tiny,small,135m", help=f"of {', '.join(common.RANDOM_JUDGE_SHAPES)}")
     parser.add_argument("--runs", default=",".join(RUNS), help=f"of {', '.join(RUNS)}")
+    parser.add_argument("--rounds", type=int, default=2, help="fresh processes per judge and run")
     parser.add_argument("--port", type=int, default=50431)
     parser.add_argument("--rewards", action="store_true", help="check rewards against --before instead")
     parser.add_argument("--before", metavar="COMMIT", help="with --rewards: the code to compare with")

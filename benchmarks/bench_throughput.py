@@ -49,28 +49,12 @@ SERVER_ENVIRONMENT = ("VLLM_CPU_NUM_OF_RESERVED_CPU", "VLLM_CPU_OMP_THREADS_BIND
 
 async def vllm_serve(port: int, name: str, items: list[dict], warm: list[dict],
                      prompts: common.JudgePrompts) -> common.Timed:
-    from openai import AsyncOpenAI
-
     settings, extra_env = VLLM[name]
     env = {k: v for k, v in os.environ.items() if k not in SERVER_ENVIRONMENT} | extra_env
     log_name = "bench_throughput-" + name.replace(", ", "-").replace(" ", "_")
-    with common.vllm_openai_server(port, common.embedded_model_path(), settings, env, log_name) as (base_url, pid):
-        client = AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=3600)
-        model = (await client.models.list()).data[0].id
-
-        async def read_slot(item: dict) -> None:
-            user, prefill = common.chat_text(prompts, item)
-            await client.chat.completions.create(
-                model=model, max_tokens=1, temperature=0.0, logprobs=True, top_logprobs=TOP_LOGPROBS,
-                messages=[{"role": "user", "content": user}, {"role": "assistant", "content": prefill}],
-                extra_body={"continue_final_message": True, "add_generation_prompt": False},
-            )
-
-        await read_slot(warm[0])
-        async with common.timed([pid]) as timed:
-            await asyncio.gather(*(read_slot(item) for item in items))
-        await client.close()
-    return timed
+    reads = await common.vllm_serve_slot_reads(port, common.embedded_model_path(), settings, env, items, warm, prompts,
+                                               log_name, TOP_LOGPROBS)
+    return reads.timed
 
 
 async def ours(port: int, name: str, items: list[dict], warm: list[dict]) -> common.Timed:

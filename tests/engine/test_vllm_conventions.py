@@ -13,9 +13,10 @@ import urllib.request
 import grpc
 import pytest
 from geval_client import RewardClient, make_item
+from geval_server.engine.defaults import CPU
 from geval_server.engine.dtype import cpu_dtype
 from geval_server.engine.embedded_model import EMBEDDED_MODEL
-from geval_server.engine.vllm_engine import on_cpu
+from geval_server.engine.vllm_engine import platform
 from geval_server.launcher import start_server, stop_server
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
@@ -91,7 +92,7 @@ def test_the_engine_runs_with_the_flags_given_over_our_defaults(server):
         settings = dict(client.info().engine_settings)
     assert (settings["max_model_len"], settings["block_size"], settings["max_num_seqs"]) == ("4096", "64", "8")
     assert settings["kv_cache_memory_bytes"] == str(2**30) and settings["enable_prefix_caching"] == "True"
-    if on_cpu():  # not given: ours, not vLLM's; the number format this processor computes natively
+    if platform() == CPU:  # not given: ours, not vLLM's; the number format this processor computes natively
         choice = cpu_dtype()
         assert (settings["dtype"], settings["dtype_reason"]) == (choice.dtype, choice.reason)
         assert "enforce_eager" not in settings  # compiled graphs, vLLM's own default

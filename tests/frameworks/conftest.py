@@ -16,11 +16,10 @@ import textwrap
 
 import pytest
 
+from tests.package_index import NETWORK_FAILURES
+
 REPO = pathlib.Path(__file__).resolve().parents[2]
 CACHE = pathlib.Path(os.environ.get("GEVAL_FRAMEWORKS_CACHE", pathlib.Path.home() / ".cache" / "geval-frameworks"))
-NETWORK_FAILURES = ("Could not find a version", "No matching distribution", "NewConnectionError",
-                    "Failed to establish a new connection", "Temporary failure in name resolution",
-                    "Network is unreachable", "ProxyError", "timed out")
 
 
 def pytest_collection_modifyitems(items):

@@ -12,9 +12,8 @@ import argparse
 import dataclasses
 from typing import Any
 
-from geval_server.engine.dtype import CPU_DTYPE_HELP
+from geval_server.engine.defaults import DEFAULTS_HELP
 from geval_server.engine.embedded_model import EMBEDDED_MODEL
-from geval_server.engine.vllm_engine import CPU_DEFAULTS, CPU_KV_CACHE_BYTES, ENGINE_DEFAULTS
 
 
 def add_engine_flags(parser: argparse.ArgumentParser) -> list[argparse.Action]:
@@ -24,14 +23,7 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> list[argparse.Action]:
     before = set(map(id, parser._actions))
     AsyncEngineArgs.add_cli_args(parser)
     added = [action for action in parser._actions if id(action) not in before]
-    ours = {
-        "model": f"the embedded judge {EMBEDDED_MODEL}",
-        "gpu_memory_utilization": "none on CPU, where --kv-cache-memory-bytes "
-                                  f"{CPU_KV_CACHE_BYTES} applies unless this is given",
-        **{dest: str(value) for dest, value in ENGINE_DEFAULTS.items()},
-        **{dest: f"{value} on CPU" for dest, value in CPU_DEFAULTS.items()},
-        "dtype": CPU_DTYPE_HELP,
-    }
+    ours = {"model": f"the embedded judge {EMBEDDED_MODEL}", **DEFAULTS_HELP}
     for action in added:
         if action.dest in ours and action.help not in (None, argparse.SUPPRESS):
             action.help += f"\n[geval-reward: {ours[action.dest]}, in place of vLLM's default]"

@@ -18,39 +18,13 @@ from types import SimpleNamespace
 from typing import Any
 
 from geval_server.engine.data_parallel import RankRouter, routed_ranks
-from geval_server.engine.dtype import cpu_dtype
+from geval_server.engine.defaults import CPU, GPU, OTHER, engine_defaults
 from geval_server.engine.prompt_logprobs import ComputedRead, fill_from_batch
 from geval_server.engine.protocol import Generation
 from geval_server.engine.read_memo import DEFAULT_SIZE, ReadMemo
 from geval_server.metrics import ENGINE_CANCELLED, PROMPT_LOGPROBS_SINGLY, READ_MEMO_HITS
 
 log = logging.getLogger(__name__)
-
-ENGINE_DEFAULTS = {"enable_prefix_caching": True}  # GRPO groups share their prompt: see bench_grpo.py
-
-# Settings for the CPU backend. Compiled graphs (vLLM's torch.compile; vLLM's own default):
-# the GRPO batch of benchmark 14 read 1.2x faster than eager, and the compilation (about a
-# minute) is paid once per model and settings, kept in vLLM's compile cache (see
-# CPU_ENVIRONMENT); `--enforce-eager` starts faster where a server lives minutes. The number
-# format is chosen for the processor (dtype.py). KV blocks of 32 tokens, the CPU backend's
-# smallest, instead of its default of 128: prefix-cache hits come in whole blocks, so every
-# completion recomputes its group's shared prefix past the last full block; a GRPO batch ran
-# 1.26x faster (benchmarks/bench_grpo.py --block-sizes 32,128).
-# On CPU `gpu_memory_utilization` reserves a share of *host* memory up front (0.3 of
-# this machine was 5.3 GiB, and a second server then failed to start), so the KV
-# cache gets a fixed size instead: 2 GiB holds about 45k tokens of the embedded judge.
-CPU_DEFAULTS = {"block_size": 32}
-CPU_KV_CACHE_BYTES = 2 * 1024**3
-# vLLM's CPU backend keeps a core for its scheduler process unless told otherwise, so
-# on a 2-core machine the model computed on one core and half the machine's FLOP/s went
-# unused. With none reserved its OpenMP threads bind to every core; the same 64
-# SummEval items then ran 1.9x faster with identical rewards (benchmarks/RESULTS.md, every core).
-# Users set either variable themselves to share the machine (see the README).
-# vLLM 0.32 saves compiled graphs as ahead-of-time artifacts that fail to load on CPU ("has
-# no attribute 'finalize_loading'") and compiles again at every start (about 100 s); without
-# them its compile cache is read: a restarted server was ready in 42 s against 35 s eager.
-CPU_ENVIRONMENT = {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0", "VLLM_CPU_OMP_THREADS_BIND": "auto",
-                   "VLLM_USE_AOT_COMPILE": "0"}
 
 
 @functools.cache
@@ -84,37 +58,30 @@ def _label_read_params(token_ids: tuple[int, ...]):
     return _vllm().SamplingParams(max_tokens=1, temperature=0.0, logprob_token_ids=list(token_ids), detokenize=False)
 
 
-def on_cpu() -> bool:
+def platform() -> str:
+    """The platform vLLM runs on here, as engine_defaults takes it: CPU, GPU (CUDA or ROCm) or OTHER."""
     from vllm.platforms import current_platform
 
-    return current_platform.is_cpu()
+    return CPU if current_platform.is_cpu() else GPU if current_platform.is_cuda_alike() else OTHER
 
 
 class VllmEngine:
     """The judge engine (protocol.py) on vLLM's AsyncLLM."""
 
-    def __init__(self, model: str, engine_args: dict[str, Any], read_memo_size: int = DEFAULT_SIZE) -> None:
-        """engine_args: the `AsyncEngineArgs` fields the user set; ours fill the rest.
-        read_memo_size: slot reads kept, so a prompt read again gets the same answer (read_memo.py)."""
+    def __init__(self, model: str, engine_args: dict[str, Any], read_memo_size: int = DEFAULT_SIZE,
+                 platform_name: str | None = None) -> None:
+        """engine_args: the `AsyncEngineArgs` fields the user set; ours fill the rest (defaults.py).
+        read_memo_size: slot reads kept, so a prompt read again gets the same answer (read_memo.py).
+        platform_name: CPU, GPU or OTHER; vLLM's own platform when None."""
         self.model = model
         self._memo = ReadMemo(read_memo_size)
-        self.settings: dict[str, Any] = dict(ENGINE_DEFAULTS)
+        chosen = engine_defaults(engine_args, platform_name or platform())
+        self.settings: dict[str, Any] = chosen.settings
         # Why the engine computes in its number format; `dtype` is the format it resolved (start).
-        self.dtype_reason = (f"--dtype {engine_args['dtype']} given" if "dtype" in engine_args
-                             else "vLLM's default (auto): the checkpoint's own")
+        self.dtype_reason = chosen.dtype_reason
         self.dtype: str | None = None
-        if on_cpu():
-            self.settings.update(CPU_DEFAULTS)
-            if "dtype" not in engine_args:
-                choice = cpu_dtype()
-                self.settings["dtype"], self.dtype_reason = choice.dtype, choice.reason
-            if "gpu_memory_utilization" not in engine_args:
-                self.settings["kv_cache_memory_bytes"] = CPU_KV_CACHE_BYTES
-        self.settings.update(engine_args)
-        self.environment: dict[str, str] = {}  # the vLLM environment variables the engine runs with
-        if on_cpu():
-            for name, default in CPU_ENVIRONMENT.items():
-                self.environment[name] = os.environ.setdefault(name, default)
+        # The vLLM environment variables the engine runs with: ours where the user set none.
+        self.environment = {name: os.environ.setdefault(name, value) for name, value in chosen.environment.items()}
         self._engine = None
         self._router = RankRouter(1)  # which data-parallel rank reads a request (data_parallel.py)
         # Request ids: unique among this engine's requests (a uuid4 each cost 10 us of CPU).

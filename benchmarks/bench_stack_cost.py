@@ -22,10 +22,11 @@ core and worker are the same processes whoever feeds them; where the judge compu
 the frontend's share is what a GPU would leave. All runs are eager (`--enforce-eager`), so
 start-up compiles nothing.
 
-`--rewards` instead checks that this code's rewards equal those of `--before COMMIT` bit for
-bit on the real embedded judge in float32 (one caller, so both servers batch alike).
+`--before COMMIT` runs each of ours on that commit's code too, side by side. `--rewards`
+instead checks that this code's rewards equal those of `--before COMMIT` bit for bit on the
+real embedded judge in float32 (one caller, so both servers batch alike).
 
-    python benchmarks/bench_stack_cost.py [--judges tiny,small,135m] [--runs engine,ours,...]
+    python benchmarks/bench_stack_cost.py [--judges tiny,small,135m] [--runs engine,ours,...] [--before COMMIT]
     python benchmarks/bench_stack_cost.py --rewards --before COMMIT
 """
 
@@ -109,10 +110,13 @@ async def engine_alone(model: pathlib.Path, items: list[dict], warm: list[dict])
     return measured
 
 
-async def ours(port: int, model: pathlib.Path, items: list[dict], warm: list[dict], flags: tuple[str, ...]) -> dict:
+async def ours(port: int, model: pathlib.Path, items: list[dict], warm: list[dict], flags: tuple[str, ...],
+               tree: pathlib.Path) -> dict:
+    """`tree`'s server and client code (this checkout's, or --before's)."""
+    env = {"PYTHONPATH": os.pathsep.join([str(tree / "server"), str(tree / "client")])}
     started = time.perf_counter()
     with common.geval_server(port, "--model", str(model), "--load-format", "dummy", "--enforce-eager",
-                             "--no-semscore", *flags, log_name=f"stack-cost-ours{'-bare' if flags else ''}"
+                             "--no-semscore", *flags, log_name=f"stack-cost-ours{'-bare' if flags else ''}", env=env
                              ) as (address, pid):
         measured: dict = {"start s": time.perf_counter() - started}
         await common.score_concurrently(address, [warm], 1)
@@ -165,6 +169,13 @@ def measure(args: argparse.Namespace) -> None:
     rows, columns = [], ["judge", "run", "start s", "items/s", "vs engine alone", "frontend", "engine core",
                          "worker", "callers", "CPU ms/item, all"]
     runs = args.runs.split(",")
+    scratch = tempfile.TemporaryDirectory()
+    trees = {"": common.ROOT}
+    if args.before:  # each of our runs on that commit's code too
+        from bench_frontend import export
+
+        trees[f" ({args.before})"] = export(args.before, pathlib.Path(scratch.name))
+        runs = [f"{run}{label}" for run in runs for label in (trees if run.startswith("ours") else [""])]
     for judge in args.judges.split(","):
         model = common.random_judge(judge)
         measured: dict[str, list[dict]] = {run: [] for run in runs}
@@ -175,7 +186,9 @@ def measure(args: argparse.Namespace) -> None:
             elif run == "vllm-serve":
                 m = asyncio.run(vllm_serve(args.port, model, items, warm))
             else:
-                m = asyncio.run(ours(args.port, model, items, warm, NO_DEFENCES if run == "ours-no-defences" else ()))
+                name, _, commit = run.partition(" ")
+                m = asyncio.run(ours(args.port, model, items, warm, NO_DEFENCES if name == "ours-no-defences" else (),
+                                     trees[commit and f" {commit}"]))
             measured[run].append(m)
             print(f"{judge} {run}: {len(items) / m['seconds']:.0f} items/s, " + ", ".join(
                 f"{role} {ms:.2f} ms/item" for role, ms in m.items() if role not in ("seconds", "start s")), flush=True)
@@ -239,7 +252,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="fresh processes per judge and run")
     parser.add_argument("--port", type=int, default=50431)
     parser.add_argument("--rewards", action="store_true", help="check rewards against --before instead")
-    parser.add_argument("--before", metavar="COMMIT", help="with --rewards: the code to compare with")
+    parser.add_argument("--before", metavar="COMMIT", help="the code to compare with: each of our runs on it too, "
+                        "or with --rewards the rewards")
     parser.add_argument("--reward-articles", type=int, default=16, help="with --rewards: articles x 8 summaries")
     args = parser.parse_args()
     if args.rewards:

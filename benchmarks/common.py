@@ -19,6 +19,7 @@ import pathlib
 import platform
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -78,30 +79,55 @@ def embedded_model_path() -> str:
 # Judges with random weights (vLLM's `--load-format dummy`: no weight files) built on the
 # embedded judge's config and tokenizer: they cost what their shape computes, and their
 # rewards mean nothing. `tiny` computes almost nothing, so what remains is the stack's own cost.
-RANDOM_JUDGE_SHAPES: dict[str, dict[str, int]] = {
+RANDOM_JUDGE_SHAPES: dict[str, dict[str, Any]] = {
     "tiny": {"num_hidden_layers": 1, "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 2,
              "num_key_value_heads": 1, "head_dim": 32},
     "small": {"num_hidden_layers": 8, "hidden_size": 256, "intermediate_size": 768, "num_attention_heads": 4,
               "num_key_value_heads": 2, "head_dim": 64},
     "135m": {},  # the embedded judge's own shape
-    "llama-3-8b": {"num_hidden_layers": 32, "hidden_size": 4096, "intermediate_size": 14336,
-                   "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128},
+    # Llama-3-8B's shape, rope and number format. The vocabulary stays the embedded judge's
+    # tokenizer's (49,152, not 128,256), so every token the random model writes decodes; the model
+    # then has 7.4B parameters, the layers' 7.0B as Llama-3-8B's.
+    "llama-3-8b": {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+                   "intermediate_size": 14336, "head_dim": 128, "tie_word_embeddings": False,
+                   "rope_theta": 500000.0, "dtype": "bfloat16"},
 }
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json",
+                   "generation_config.json")
+
+
+def random_judge_config(embedded: dict[str, Any], shape: str) -> dict[str, Any]:
+    """The embedded judge's config.json (LlamaForCausalLM) reshaped; rope theta and number format
+    written as the config spells them (transformers 5: `rope_parameters`, `dtype`; 4: `rope_theta`,
+    `torch_dtype`)."""
+    config = {key: value for key, value in embedded.items() if key != "_model_name_or_path"}
+    sizes = dict(RANDOM_JUDGE_SHAPES[shape])
+    theta, dtype = sizes.pop("rope_theta", None), sizes.pop("dtype", None)
+    config.update(sizes)
+    for key in ("dtype", "torch_dtype"):
+        if dtype and key in config:
+            config[key] = dtype
+    if theta and "rope_parameters" in config:
+        config["rope_parameters"] = {**config["rope_parameters"], "rope_theta": theta}
+    elif theta:
+        config["rope_theta"] = theta
+    return config
+
+
+def write_random_judge(folder: pathlib.Path, embedded_dir: pathlib.Path, shape: str) -> pathlib.Path:
+    """A checkpoint folder without weights: `shape`'s config and the embedded judge's tokenizer."""
+    folder.mkdir(parents=True, exist_ok=True)
+    embedded = json.loads((embedded_dir / "config.json").read_text(encoding="utf-8"))
+    (folder / "config.json").write_text(json.dumps(random_judge_config(embedded, shape), indent=2), encoding="utf-8")
+    for name in TOKENIZER_FILES:
+        if (embedded_dir / name).is_file():
+            shutil.copyfile(embedded_dir / name, folder / name)
+    return folder
 
 
 def random_judge(shape: str) -> pathlib.Path:
-    """A model folder for `--load-format dummy`: the embedded judge's config with `shape`'s
-    sizes, and its tokenizer files; no weights."""
-    source = pathlib.Path(embedded_model_path())
-    target = RESULTS_DIR / "models" / f"random-{shape}"
-    target.mkdir(parents=True, exist_ok=True)
-    config = json.loads((source / "config.json").read_text())
-    config.update(RANDOM_JUDGE_SHAPES[shape])
-    (target / "config.json").write_text(json.dumps(config, indent=2))
-    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json"):
-        if (source / name).exists():
-            (target / name).write_bytes((source / name).read_bytes())
-    return target
+    """`shape`'s judge folder for `--load-format dummy`, under results/models/."""
+    return write_random_judge(RESULTS_DIR / "models" / f"random-{shape}", pathlib.Path(embedded_model_path()), shape)
 
 
 def engine_settings(**overrides: Any) -> dict[str, Any]:

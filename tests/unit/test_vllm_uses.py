@@ -173,7 +173,7 @@ def test_the_reader_names_what_a_release_lacks(mini, use, problem):
 
 
 def test_the_accepted_range_is_pyprojects():
-    assert releases.lowest_accepted() == "0.30.0"
-    assert releases.accepted(["0.34.0", "0.33.0", "0.30.1", "0.30.0", "0.29.0"]) == ["0.33.0", "0.30.1", "0.30.0"]
+    assert releases.lowest_accepted() == "0.26.0"
+    assert releases.accepted(["0.34.0", "0.33.0", "0.26.1", "0.26.0", "0.25.1"]) == ["0.33.0", "0.26.1", "0.26.0"]
     setup = (pathlib.Path(releases.REPO) / "scripts" / "setup.sh").read_text()
     assert '".[gpu,' in setup  # the GPU machines' install takes the extra, so the range

@@ -29,12 +29,6 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 CACHE = pathlib.Path(os.environ.get("GEVAL_VLLM_API_CACHE", pathlib.Path.home() / ".cache" / "geval-vllm-api"))
 
 
-# The newest vLLM on torch 2.11, which CUDA images carry. Below the range: it pins nvidia-cutlass-dsl
-# 4.6, whose protobuf<7 cannot install beside our gRPC stubs (gencode 7.35.1). Its names are checked
-# all the same, so the range can reach it once the stubs are generated for protobuf 6.
-TORCH_2_11_RELEASE = "0.26.0"
-
-
 class Unreachable(RuntimeError):
     """PyPI could not be asked (no network): the caller skips, naming why."""
 

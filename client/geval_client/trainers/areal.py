@@ -99,5 +99,6 @@ def make_reward_fn(
 
 
 def reward_fn(prompt: str, completions: str, prompt_ids: Any = None, completion_ids: Any = None, **data: Any) -> float:
-    """The reward configured from the environment, for RLVRWorkflow(reward_fn="geval_client.trainers.areal.reward_fn")."""
+    """The reward configured from the environment, for
+    RLVRWorkflow(reward_fn="geval_client.trainers.areal.reward_fn")."""
     return make_reward_fn()(prompt, completions, prompt_ids, completion_ids, **data)

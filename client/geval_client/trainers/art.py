@@ -61,6 +61,7 @@ async def score_group(
     on_error: OnError | None = None,
     mode: ScoringMode | str | None = None,
     timeout: float = DEFAULT_TIMEOUT_S,
+    wait_for_server_s: float | None = None,
     reference_key: str = REFERENCE_KEY,
     swallow_exceptions: bool = False,
 ) -> Any:
@@ -68,8 +69,10 @@ async def score_group(
 
     Args:
         group: an art.TrajectoryGroup (none of its trajectories with additional_histories).
-        server, rubrics, on_error, timeout, mode: as SampleScorer.configure takes them; left
-            None, from the environment (GEVAL_REWARD_SERVER, ...: shared/sample_rewards.py).
+        server, rubrics, on_error, timeout, mode, wait_for_server_s: as SampleScorer.configure
+            takes them; left None, from the environment (GEVAL_REWARD_SERVER, ...:
+            shared/sample_rewards.py) or the client's defaults (a server that is down is called
+            again for 300 s before the group fails).
         groupwise: judge each trajectory against the others of its group (ScoreGroups), with
             schedule and aggregation as ScoreGroups takes them; else each alone (Score).
         reference_key: the trajectory.metadata key holding the reference.
@@ -85,7 +88,7 @@ async def score_group(
     if not groupwise and (schedule is not None or aggregation != "mean_win_probability"):
         raise ValueError("schedule and aggregation choose how groups are judged: they need groupwise=True")
     judged_as = Groupwise(schedule, aggregation) if groupwise else None
-    scorer = SampleScorer.configure(server, rubrics, on_error, timeout, mode=mode)
+    scorer = SampleScorer.configure(server, rubrics, on_error, timeout, mode=mode, wait_for_server_s=wait_for_server_s)
     if judged_as is not None:
         scorer.check_groupwise()
     samples = [trajectory_sample(trajectory, reference_key) for trajectory in group.trajectories]

@@ -92,6 +92,8 @@ async def score_group(
     if judged_as is not None:
         scorer.check_groupwise()
     samples = [trajectory_sample(trajectory, reference_key) for trajectory in group.trajectories]
+    if not samples:  # every rollout failed (group.exceptions holds why): nothing to judge, as RULER
+        return group.model_copy(update={"trajectories": []})
     try:
         if judged_as is None:
             rewards = await scorer.rewards_async(samples)

@@ -2,7 +2,8 @@
 after_each where ART's users put art.rewards.ruler_score_group. Trajectories are built as ART's
 rollouts build them (system and user messages, the model's reply as an OpenAI Choice), the
 reference in their metadata. Pointwise and groupwise, a completion that fails for its own reason,
-a failure it did not cause and a server that is down, with swallow_exceptions both ways."""
+a failure it did not cause and a server that is down, with swallow_exceptions both ways, and a
+group whose rollouts all failed."""
 
 from __future__ import annotations
 
@@ -66,6 +67,14 @@ out = {
     "down, swallowed": gather([(["Fine."],)], server=closed_port(), swallow_exceptions=True, wait_for_server_s=0),
     "down, raised": gather([(["Fine."],)], server=closed_port(), wait_for_server_s=0),
 }
+async def failing():
+    raise RuntimeError("the rollout failed")
+
+async def every_rollout_failed():  # max_exceptions lets gather go on, the group holds the errors
+    return await art.gather_trajectory_groups([art.TrajectoryGroup(failing() for _ in range(2))], pbar_desc=None,
+                                              max_exceptions=2, after_each=lambda g: score_group(g, judge, "a"))
+out["every rollout failed"] = [{"trajectories": len(g.trajectories), "exceptions": [e.message for e in g.exceptions]}
+                               for g in asyncio.run(every_rollout_failed())]
 group = asyncio.run(rollouts(["Fine."]))
 asyncio.run(score_group(group, judge, "a"))
 out["original"] = view(group)
@@ -133,3 +142,8 @@ def test_art_a_server_that_is_down_is_never_a_reward(outcomes):
 def test_art_the_group_passed_in_is_left_as_it_was(outcomes):
     assert outcomes["original"]["rewards"] == [1.0]
     assert outcomes["original"]["metrics"] == [{}]
+
+
+def test_art_a_group_whose_rollouts_all_failed_is_returned_without_a_call(outcomes):
+    """As RULER returns it: no trajectory to judge; the group's exceptions are kept (RULER's drops them)."""
+    assert outcomes["every rollout failed"] == [{"trajectories": 0, "exceptions": ["the rollout failed"] * 2}]

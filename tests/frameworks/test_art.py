@@ -1,6 +1,6 @@
-"""ART's own gather_trajectory_groups, from its wheel, with geval_client.trainers.art.score_group in
-after_each where ART's users put art.rewards.ruler_score_group. Trajectories are built as ART's
-rollouts build them (system and user messages, the model's reply as an OpenAI Choice), the
+"""ART's own gather_trajectory_groups, from its wheel (the oldest and newest 0.5), with
+geval_client.trainers.art.score_group in after_each where ART's users put
+art.rewards.ruler_score_group. Trajectories are built as ART's rollouts build them (system and user messages, the model's reply as an OpenAI Choice), the
 reference in their metadata. Pointwise and groupwise, a completion that fails for its own reason,
 a failure it did not cause and a server that is down, with swallow_exceptions both ways, and a
 group whose rollouts all failed."""
@@ -16,9 +16,12 @@ from tests.unit.fakes import serve_in_process
 from tests.unit.test_framework_adapters import ScriptedJudge
 from tests.unit.test_groupwise_adapters import GroupJudge
 
-ART = "0.5.18"
-# What `import art` needs beyond the test environment; litellm at the newest ART allows (<=1.82.0).
-ART_IMPORTS = [("polars", "2.1.0"), ("litellm", "1.82.0"), ("fastuuid", "0.14.0")]
+# Each version with what `import art` needs beyond the test environment: litellm at the newest
+# the version allows (0.5.0 pins it, and openai below 2).
+VERSIONS = {
+    "0.5.0": [("litellm", "1.74.1"), ("openai", "1.99.1"), ("distro", "1.9.0")],
+    "0.5.18": [("polars", "2.1.0"), ("litellm", "1.82.0"), ("fastuuid", "0.14.0")],
+}
 
 GATHER = r"""
 import asyncio, json, os, socket
@@ -34,9 +37,11 @@ def trajectory(reply, reward, reference="R"):
                                      message=ChatCompletionMessage(role="assistant", content=reply))],
         reward=reward, metadata={"reference": reference})
 
+HAS_METADATA = "metadata" in art.TrajectoryGroup.model_fields  # from 0.5.1
+
 async def rollouts(replies, reference="R"):  # a scenario's rollouts, as ART awaits them
     return art.TrajectoryGroup([trajectory(reply, float(k + 1), reference) for k, reply in enumerate(replies)],
-                               metadata={"scenario": "s1"})
+                               **({"metadata": {"scenario": "s1"}} if HAS_METADATA else {}))
 
 def closed_port():
     with socket.socket() as s:
@@ -45,7 +50,7 @@ def closed_port():
 
 def view(group):
     return {"rewards": [t.reward for t in group.trajectories], "metrics": [t.metrics for t in group.trajectories],
-            "metadata": group.metadata}
+            "metadata": group.metadata if HAS_METADATA else None}
 
 def gather(scenarios, **options):
     async def run():
@@ -78,6 +83,7 @@ out["every rollout failed"] = [{"trajectories": len(g.trajectories), "exceptions
 group = asyncio.run(rollouts(["Fine."]))
 asyncio.run(score_group(group, judge, "a"))
 out["original"] = view(group)
+out["has metadata"] = HAS_METADATA
 print(json.dumps(out))
 """
 
@@ -95,10 +101,10 @@ def judge():
     yield from serve_in_process(Judge())
 
 
-@pytest.fixture(scope="module")
-def outcomes(judge) -> dict:
-    """Every case through ART in one interpreter (importing ART takes seconds)."""
-    paths = [installed("openpipe-art", ART)] + [installed(name, v) for name, v in ART_IMPORTS]
+@pytest.fixture(scope="module", params=sorted(VERSIONS))
+def outcomes(request, judge) -> dict:
+    """Every case through one ART version in one interpreter (importing ART takes seconds)."""
+    paths = [installed("openpipe-art", request.param)] + [installed(name, v) for name, v in VERSIONS[request.param]]
     out = run_with(paths, GATHER, timeout=300, env={"JUDGE": judge.address})
     return json.loads(out.strip().splitlines()[-1])
 
@@ -110,7 +116,7 @@ def test_art_groups_get_our_rewards_and_keep_their_earlier_ones(outcomes, judge)
     assert [m["geval_score"] for m in group["metrics"]] == pytest.approx([0.1, 0.0, 0.12])
     # The empty reply failed for its own reason: on_error's 0.0, marked failed.
     assert [m["geval_failed"] for m in group["metrics"]] == [0.0, 1.0, 0.0]
-    assert group["metadata"] == {"scenario": "s1"}
+    assert group["metadata"] == ({"scenario": "s1"} if outcomes["has metadata"] else None)  # 0.5.0 has none
     request = next(r for r in judge.requests if [i.completion for i in r.items] == ["Ten chars!", "", "Twelve chars"])
     item = request.items[0]
     assert [(m.role, m.content) for m in item.chat.messages] == [

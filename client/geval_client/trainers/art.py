@@ -13,7 +13,7 @@ As RULER does, it returns a new group (the one passed in is left as it was) whos
 trajectories carry our reward, each with its earlier reward kept in
 metrics["independent_reward"], ours in metrics["geval_score"] and the judge's signals beside
 it (metrics["geval_label_mass"], ...: diagnostics.sample_logs). Unlike RULER's, the new group
-keeps the group's own metadata, metrics, logs and exceptions.
+keeps the group's own exceptions (the rollouts that failed) and metadata, metrics and logs.
 
 What the judge reads of a trajectory (trajectory.messages()): the messages before its first
 assistant message are the prompt (system and user, as chat), the text of its assistant
@@ -32,6 +32,7 @@ swallow_exceptions says, as RULER's own checks do.
 
 from __future__ import annotations
 
+import copy
 import logging
 from typing import Any
 
@@ -93,7 +94,7 @@ async def score_group(
         scorer.check_groupwise()
     samples = [trajectory_sample(trajectory, reference_key) for trajectory in group.trajectories]
     if not samples:  # every rollout failed (group.exceptions holds why): nothing to judge, as RULER
-        return group.model_copy(update={"trajectories": []})
+        return _regrouped(group, [])
     try:
         if judged_as is None:
             rewards = await scorer.rewards_async(samples)
@@ -109,7 +110,18 @@ async def score_group(
         metrics = {**trajectory.metrics, "independent_reward": trajectory.reward, "geval_score": reward.reward,
                    **{f"geval_{key}": value for key, value in sample_logs(reward).items()}}
         trajectories.append(trajectory.model_copy(update={"reward": reward.reward, "metrics": metrics}))
-    return group.model_copy(update={"trajectories": trajectories})
+    return _regrouped(group, trajectories)
+
+
+def _regrouped(group: Any, trajectories: list[Any]) -> Any:
+    """A new group of `trajectories` with the rest of `group`'s fields (exceptions, and from ART
+    0.5.1 metadata, metrics, logs). Made by the constructor: ART 0.5.0's TrajectoryGroup cannot be
+    copied (its __new__ needs the trajectories), and the constructor takes exceptions only as raised."""
+    regrouped = type(group)(trajectories)
+    for name in type(group).model_fields:
+        if name != "trajectories":
+            setattr(regrouped, name, copy.copy(getattr(group, name)))
+    return regrouped
 
 
 def trajectory_sample(trajectory: Any, reference_key: str = REFERENCE_KEY) -> Sample:

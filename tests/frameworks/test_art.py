@@ -1,9 +1,10 @@
 """ART's own gather_trajectory_groups, from its wheel (the oldest and newest 0.5), with
 geval_client.trainers.art.score_group in after_each where ART's users put
-art.rewards.ruler_score_group. Trajectories are built as ART's rollouts build them (system and user messages, the model's reply as an OpenAI Choice), the
-reference in their metadata. Pointwise and groupwise, a completion that fails for its own reason,
-a failure it did not cause and a server that is down, with swallow_exceptions both ways, and a
-group whose rollouts all failed."""
+art.rewards.ruler_score_group. Trajectories are built as ART's rollouts build them (system and
+user messages, the model's reply as an OpenAI Choice), the reference in their metadata.
+Pointwise and groupwise, a completion that fails for its own reason, a failure it did not cause
+and a server that is down, with swallow_exceptions both ways, and a group whose rollouts all
+failed."""
 
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ def trajectory(reply, reward, reference="R"):
                                      message=ChatCompletionMessage(role="assistant", content=reply))],
         reward=reward, metadata={"reference": reference})
 
-HAS_METADATA = "metadata" in art.TrajectoryGroup.model_fields  # from 0.5.1
+HAS_METADATA = "metadata" in art.TrajectoryGroup.model_fields  # not in 0.5.0
 
 async def rollouts(replies, reference="R"):  # a scenario's rollouts, as ART awaits them
     return art.TrajectoryGroup([trajectory(reply, float(k + 1), reference) for k, reply in enumerate(replies)],

@@ -114,8 +114,8 @@ async def score_group(
 
 
 def _regrouped(group: Any, trajectories: list[Any]) -> Any:
-    """A new group of `trajectories` with the rest of `group`'s fields (exceptions, and from ART
-    0.5.1 metadata, metrics, logs). Made by the constructor: ART 0.5.0's TrajectoryGroup cannot be
+    """A new group of `trajectories` with the rest of `group`'s fields (exceptions, and in later
+    ART 0.5 releases metadata, metrics, logs). Made by the constructor: ART 0.5.0's TrajectoryGroup cannot be
     copied (its __new__ needs the trajectories), and the constructor takes exceptions only as raised."""
     regrouped = type(group)(trajectories)
     for name in type(group).model_fields:

@@ -13,8 +13,8 @@ row's fields. The wrapper runs it in a process pool (ProcessPoolExecutor), so:
   change): past it AReaL retries and, on the last try, trains on 0. So a call has a deadline
   of AREAL_TIMEOUT_S and is not called again on its own (wait_for_server_s 0): a server that
   is down or too slow raises RewardServerError before the wrapper's timeout, AReaL logs it,
-  calls again (its max_retries) and then raises it out of the episode; AReaL's retries are
-  the wait for the server.
+  calls again (its max_retries) and then raises it out of the episode, whose rollout AReaL's
+  WorkflowExecutor then logs and rejects; AReaL's retries are the wait for the server.
 - Its errors come back whole through the pool (they pickle): a failure the completion did
   not cause (no reference where the rubric needs one, a judge error) raises ItemNotScored,
   never a 0; a completion that fails for its own reason (empty, over the judge's limits)

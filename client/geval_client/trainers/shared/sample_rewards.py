@@ -13,8 +13,8 @@ Unset options come from the environment: GEVAL_REWARD_SERVER, GEVAL_REWARD_RUBRI
 ("a,b" or "a:1,b:2"), GEVAL_REWARD_ON_ERROR, GEVAL_REWARD_MODE ("logprobs",
 "sampling:N" or "reasoning:MAX_TOKENS") and GEVAL_REWARD_AUTH_TOKEN.
 
-groupwise_rewards (and groupwise_rewards_async) is the groupwise form (ScoreGroups): the same contract, one reward
-per sample, each judged against the other samples of its group.
+groupwise_rewards (and groupwise_rewards_async) is the groupwise form (ScoreGroups): the
+same contract, one reward per sample, each judged against the other samples of its group.
 """
 
 from __future__ import annotations

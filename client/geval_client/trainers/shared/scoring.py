@@ -108,9 +108,8 @@ class Scorer:
 
     def client(self) -> RewardClient:
         """This process's blocking client; gRPC channels are thread-safe. Keyed by the process id
-        as well, so a forked child never calls through its parent's channel (the parent's entries
-        it inherited stay unused rather than closed: closing them there would touch the parent's
-        connection)."""
+        as well, so a forked child never calls through its parent's channel; the entries it
+        inherited stay there unused, never closed by the child."""
         key = (os.getpid(), *self._connection)
         with _clients_lock:
             if key not in _clients:

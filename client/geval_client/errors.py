@@ -18,6 +18,12 @@ class RewardServerError(grpc.RpcError, RuntimeError):
         self.target, self.method, self.retried_s = target, method, retried_s
         self._code, self._details = code, details
 
+    def __reduce__(self):
+        """Rebuilt from its fields: a reward run in a process pool (AReaL's AsyncRewardWrapper,
+        veRL's prime) sends its error back pickled, and an error that cannot be rebuilt there
+        breaks the pool instead of reaching the trainer."""
+        return type(self), (self.target, self.method, self._code, self._details, self.retried_s)
+
     def code(self) -> grpc.StatusCode | None:
         return self._code
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import pickle
 import shutil
 import subprocess
 from concurrent import futures
@@ -164,6 +165,9 @@ def test_a_server_that_is_down_fails_after_retries_naming_its_address():
     assert error.value.code() == grpc.StatusCode.UNAVAILABLE
     assert str(error.value).startswith(f"reward server {address}: Score failed: UNAVAILABLE")
     assert isinstance(error.value, grpc.RpcError)  # code catching gRPC errors still works
+    # A reward run in a process pool (AReaL's AsyncRewardWrapper, veRL's prime) sends it back pickled.
+    copy = pickle.loads(pickle.dumps(error.value))
+    assert (str(copy), copy.code(), copy.details()) == (str(error.value), error.value.code(), error.value.details())
 
 
 def test_async_client_retries_and_sends_the_token(servers):

@@ -71,15 +71,12 @@ from .shared.groups import group_key, groups_by_key, groups_of
 from .shared.row_rubrics import row_rubrics
 from .shared.sample_rewards import SampleScorer, reference_text
 from .shared.scoring import Groupwise, Sample, SampleReward
+from .shared.trainer_text import without_end_markers
 
 log = logging.getLogger(__name__)
 
 RUBRIC_COLUMN = "rubrics"
 
-# Tokens that end a turn or a sequence, as tokenizers write them when decoding with
-# special tokens kept: <|im_end|>, <|endoftext|>, <|eot_id|>, </s>, <eos>, <end_of_turn>,
-# <｜end▁of▁sentence｜>.
-_END_MARKERS = re.compile(r"(?:\s*(?:<\|[A-Za-z0-9_]+\|>|</s>|<eos>|<end_of_turn>|<｜[^<>｜]{1,40}｜>))+\s*\Z")
 MIN_PROMPT_TAIL = 64  # characters of a left-truncated prompt that must match to cut there
 
 
@@ -90,7 +87,7 @@ def completion_from_query(query: str, prompt: str) -> str:
         raise ValueError(
             f"query does not start with its prompt: query starts {query[:60]!r}, prompt {prompt[:60]!r}"
         )
-    return _END_MARKERS.sub("", query[end:]).strip()
+    return without_end_markers(query[end:])
 
 
 def _prompt_end(query: str, prompt: str) -> int | None:

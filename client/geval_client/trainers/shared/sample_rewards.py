@@ -13,8 +13,8 @@ Unset options come from the environment: GEVAL_REWARD_SERVER, GEVAL_REWARD_RUBRI
 ("a,b" or "a:1,b:2"), GEVAL_REWARD_ON_ERROR, GEVAL_REWARD_MODE ("logprobs",
 "sampling:N" or "reasoning:MAX_TOKENS") and GEVAL_REWARD_AUTH_TOKEN.
 
-groupwise_rewards is the groupwise form (ScoreGroups): the same contract, one reward
-per sample, each judged against the other samples of its group.
+groupwise_rewards (and groupwise_rewards_async) is the groupwise form (ScoreGroups): the
+same contract, one reward per sample, each judged against the other samples of its group.
 """
 
 from __future__ import annotations
@@ -89,6 +89,17 @@ class SampleScorer(Scorer):
     ) -> list[SampleReward]:
         """One ScoreGroups call; groups hold indices into samples, each of one prompt and reference
         (groups.py). One reward per sample, in samples' order; a group of one gets the server's 0.5."""
+        self._check_groups(samples)
+        return _numbers(self.group_rewards(groups, self.score_groups(samples, groups, groupwise), len(samples)))
+
+    async def groupwise_rewards_async(
+        self, samples: Sequence[Sample], groups: Sequence[Sequence[int]], groupwise: Groupwise
+    ) -> list[SampleReward]:
+        self._check_groups(samples)
+        results = await self.score_groups_async(samples, groups, groupwise)
+        return _numbers(self.group_rewards(groups, results, len(samples)))
+
+    def _check_groups(self, samples: Sequence[Sample]) -> None:
         self.check_groupwise()
         for sample in samples:
             if sample.rubrics:
@@ -96,7 +107,6 @@ class SampleScorer(Scorer):
                     f"{sample.rubrics_origin}: the sample has its own rubrics, but ScoreGroups judges a call "
                     "with one set of rubrics: give them in the options instead"
                 )
-        return _numbers(self.group_rewards(groups, self.score_groups(samples, groups, groupwise), len(samples)))
 
 
 def _numbers(rewards: list[SampleReward]) -> list[SampleReward]:

@@ -5,12 +5,15 @@ A Scorer is a few plain values, so it pickles and deep-copies (TRL's async rollo
 Ray and veRL ship reward functions to other processes). It connects on first use: one
 blocking client per process and one asyncio client per event loop (an asyncio channel
 belongs to the loop it was opened in), shared by every Scorer with the same connection
-options, so veRL's forms, which make a Scorer per call, reuse one channel.
+options, so veRL's forms, which make a Scorer per call, reuse one channel. A process forked
+after its parent connected (a process pool's worker: AReaL's AsyncRewardWrapper, veRL's prime)
+opens its own: a gRPC channel must not be used across a fork.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import weakref
 from collections.abc import Sequence
@@ -104,13 +107,16 @@ class Scorer:
         return self.server, self.timeout, self.retry, self.tls, self.token
 
     def client(self) -> RewardClient:
-        """This process's blocking client; gRPC channels are thread-safe."""
+        """This process's blocking client; gRPC channels are thread-safe. Keyed by the process id
+        as well, so a forked child never calls through its parent's channel; the entries it
+        inherited stay there unused, never closed by the child."""
+        key = (os.getpid(), *self._connection)
         with _clients_lock:
-            if self._connection not in _clients:
-                _clients[self._connection] = RewardClient(
+            if key not in _clients:
+                _clients[key] = RewardClient(
                     self.server, self.timeout, retry=self.retry, tls=self.tls, token=self.token
                 )
-            return _clients[self._connection]
+            return _clients[key]
 
     def async_client(self) -> AsyncRewardClient:
         """The running event loop's asyncio client."""
@@ -124,7 +130,7 @@ class Scorer:
     def close(self) -> None:
         """Closes this process's blocking client; the next call opens another."""
         with _clients_lock:
-            client = _clients.pop(self._connection, None)
+            client = _clients.pop((os.getpid(), *self._connection), None)
         if client is not None:
             client.close()
 

@@ -3,7 +3,13 @@ chat messages (TRL's conversational format: `[{"role": "assistant", "content": .
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+# Tokens that end a turn or a sequence, as tokenizers write them when decoding with
+# special tokens kept: <|im_end|>, <|endoftext|>, <|eot_id|>, </s>, <eos>, <end_of_turn>,
+# <｜end▁of▁sentence｜>.
+_END_MARKERS = re.compile(r"(?:\s*(?:<\|[A-Za-z0-9_]+\|>|</s>|<eos>|<end_of_turn>|<｜[^<>｜]{1,40}｜>))+\s*\Z")
 
 
 def judge_prompt(prompt: Any) -> str | list[dict[str, str]]:
@@ -30,3 +36,9 @@ def message_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     return "".join(block.get("text", "") for block in content if block.get("type") == "text")
+
+
+def without_end_markers(text: str) -> str:
+    """A completion decoded with its special tokens kept (OpenRLHF's query, AReaL's completions),
+    without the end-of-turn and end-of-sequence markers that close it: the judge reads them as text."""
+    return _END_MARKERS.sub("", text).strip()

@@ -118,7 +118,8 @@ class GEvalJudge(Judge[float, GEvalJudgeConfig]):
             token=read_token(c.token_file) if c.token_file else None, wait_for_server_s=c.wait_for_server_s,
         )
         self.scorer = dataclasses.replace(scorer, rubrics=_hashable(scorer.rubrics))
-        self.weights = {s.name: s.weight if s.HasField("weight") else 1.0 for s in rubric_selection(self.scorer.rubrics)}
+        self.weights = {choice.name: choice.weight if choice.HasField("weight") else 1.0
+                        for choice in rubric_selection(self.scorer.rubrics)}
 
     async def score(self, task: TaskData, trace: Trace) -> float | dict[str, float]:
         sample = Sample(

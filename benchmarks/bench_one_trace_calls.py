@@ -1,15 +1,18 @@
 """What one Score call per trace costs the server, against one batched call.
 
 verifiers scores each rollout on its own, many at once: a judge plugin sends one item per
-call. Side by side on one server (the embedded judge, read memo off), each arm scoring
-fresh SummEval items (new articles, so no arm finds another's prompts cached):
+call. Side by side on one server (read memo off), each arm scoring fresh SummEval items
+(new articles, so no arm finds another's prompts cached), on each judge in turn: the
+embedded one, and `tiny`, a one-layer judge with random weights (common.random_judge), whose
+engine costs almost nothing, so that what is left is each call's own cost, as on a judge
+much faster than this CPU's:
 
 - one call: the N items in one Score call;
 - one-trace calls: N one-item Score calls, all in flight at once on one channel;
 - coalesced: the same N one-item calls through the client's Coalescer (what the verifiers
   judge sends), gathered within its window into Score calls of up to max_items.
 
-    python benchmarks/bench_one_trace_calls.py [--port 50414] [--items 32] [--rounds 2]
+    python benchmarks/bench_one_trace_calls.py [--port 50414] [--items 64] [--rounds 2] [--judges embedded tiny]
 """
 
 from __future__ import annotations
@@ -58,8 +61,9 @@ ARMS = {"one call": one_call, "one-trace calls": one_trace_calls, "coalesced": c
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=50414)
-    parser.add_argument("--items", type=int, default=32, help="items per arm and round (8 per article)")
+    parser.add_argument("--items", type=int, default=64, help="items per arm and round (8 per article)")
     parser.add_argument("--rounds", type=int, default=2, help="each arm runs once per round, in turn")
+    parser.add_argument("--judges", nargs="+", default=["embedded", "tiny"], choices=["embedded", "tiny"])
     args = parser.parse_args()
     articles = args.items // 8
     if args.items % 8 or (len(ARMS) * args.rounds * articles + 1) > 100:
@@ -70,9 +74,9 @@ def main() -> None:
     runs = [(arm, common.grpo_batch(docs[k * articles:(k + 1) * articles]))
             for k, arm in enumerate(arm for _ in range(args.rounds) for arm in ARMS)]
 
-    async def run() -> dict[str, list[tuple[float, float, int]]]:
+    async def run(serve_args: tuple[str, ...], label: str) -> dict[str, list[tuple[float, float, int]]]:
         measured: dict[str, list[tuple[float, float, int]]] = {arm: [] for arm in ARMS}
-        with common.geval_server(args.port, log_name="bench_one_trace_calls-server") as (address, pid):
+        with common.geval_server(args.port, *serve_args, log_name=f"bench_one_trace_calls-{label}") as (address, pid):
             async with AsyncRewardClient(address, timeout=1800) as client:
                 await one_call(client, warm)
                 for arm, items in runs:
@@ -81,22 +85,26 @@ def main() -> None:
                     measured[arm].append((t.seconds, t.cpu_seconds, calls))
         return measured
 
-    measured = asyncio.run(run())
-    base = sum(s for s, _, _ in measured["one call"])
     rows = []
-    for arm, runs_of_arm in measured.items():
-        seconds, cpu = sum(s for s, _, _ in runs_of_arm), sum(c for _, c, _ in runs_of_arm)
-        items = args.items * len(runs_of_arm)
-        rows.append([arm, sum(n for _, _, n in runs_of_arm), items, round(items / seconds, 2),
-                     round(cpu / items, 3), f"{seconds / base:.2f}x"])
+    for judge in args.judges:
+        serve_args = () if judge == "embedded" else (
+            "--model", str(common.random_judge(judge)), "--load-format", "dummy", "--enforce-eager", "--no-semscore")
+        measured = asyncio.run(run(serve_args, judge))
+        base = sum(s for s, _, _ in measured["one call"])
+        for arm, runs_of_arm in measured.items():
+            seconds, cpu = sum(s for s, _, _ in runs_of_arm), sum(c for _, c, _ in runs_of_arm)
+            items = args.items * len(runs_of_arm)
+            rows.append([judge, arm, sum(n for _, _, n in runs_of_arm), items, round(items / seconds, 1),
+                         round(1000 * cpu / items, 1), f"{seconds / base:.2f}x"])
     common.report(
         "bench_one_trace_calls",
         "verifiers: one Score call per trace against one batched call",
-        ["arm", "Score calls", "items", "items/s", "server CPU s per item", "wall time vs one call"],
+        ["judge", "arm", "Score calls", "items", "items/s", "server CPU ms per item", "wall time vs one call"],
         rows,
-        {"rubric": common.RUBRIC, "judge": "SmolLM2-135M-Instruct (embedded)", "items_per_arm": args.items,
+        {"rubric": common.RUBRIC, "judges": "SmolLM2-135M-Instruct (embedded); tiny: 1 layer, random weights",
+         "items_per_arm": args.items,
          "rounds": args.rounds, "coalescer_window_s": WINDOW_S, "coalescer_max_items": MAX_ITEMS,
-         **common.engine_settings()},
+         **common.engine_settings()},  # the embedded judge's; tiny adds --load-format dummy --enforce-eager
         notes=["All N calls of an arm start at once (rollouts that finish together); each arm scores new "
                "articles, 8 summaries each; arms alternate within each round.",
                "The machine is shared with other jobs: compare the rows of one run, not runs."],

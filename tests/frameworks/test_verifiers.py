@@ -192,3 +192,25 @@ def test_vf_replay_plugs_the_judge_in_from_its_command_line(outcomes):
     assert scored == {"rewards": {"geval-reward": {"score": pytest.approx(0.1), "weight": 1.0}}, "errors": []}
     assert failed["rewards"] == {"geval-reward": None}
     assert "ItemNotScored" in failed["errors"][0] and "reference: is required" in failed["errors"][0]
+
+
+EXAMPLE = r"""
+import runpy, sys
+sys.path.insert(0, "training_examples")
+sys.argv = ["verifiers_judge.py", "--server", sys.argv[1], "--prompts", "2", "--generations", "3"]
+runpy.run_path("training_examples/verifiers_judge.py", run_name="__main__")
+"""
+
+
+def test_the_worked_example_scores_its_rollouts_in_one_call(tmp_path):
+    """training_examples/verifiers_judge.py as documented, on its own scripted server: 2 tasks x 3 rollouts."""
+    server = serve_in_process(ScriptedJudge())
+    judge = next(server)
+    try:
+        paths = [installed("verifiers", VERSION)] + [installed(name, v) for name, v in VERIFIERS_IMPORTS]
+        out = run_with(paths, EXAMPLE.replace("sys.argv[1]", repr(judge.address)), timeout=300)
+    finally:
+        next(server, None)
+    assert out.count("group mean reward") == 2 and out.count("advantage") == 6, out
+    assert [len(request.items) for request in judge.requests] == [6]
+    assert all(item.reference for item in judge.requests[0].items)

@@ -7,8 +7,8 @@
 In a verifiers run the judge is one option, no task code (vf-eval; prime-rl takes the
 same env config):
 
-    vf-eval my-taskset --env.taskset.task.judges \\
-        '[{"id": "geval-reward", "server": "judge:50051", "rubrics": {"summeval-coherence": 1, "summeval-relevance": 1}}]'
+    vf-eval my-taskset --env.taskset.task.judges '[{"id": "geval-reward", "server": "judge:50051",
+        "rubrics": {"summeval-coherence": 1, "summeval-relevance": 1}}]'
 
 This example runs that judge through verifiers' own Task.score without a policy server:
 a summarization task per SummEval article (its human summary as the task's `answer`, which

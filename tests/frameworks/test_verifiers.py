@@ -103,6 +103,7 @@ async def main():
     [out["a list answer"]] = await scored({}, (["first", "second"], "Twelve chars"))
     [out["full trace"]] = await scored({"view": "full_trace", "answer_field": ""}, (None, "Eleven char"))
     out["together"] = await scored({}, ("R", "Four"), ("MISSING", "Five!"), ("R", ""), ("R", "Seven!!"))
+    [out["no such field"]] = await scored({"answer_field": "gold"}, ("R", "Ten chars!"))
     [out["server down"]] = await scored({"server": "127.0.0.1:1", "wait_for_server_s": 0}, ("R", "Ten chars!"))
     try:
         TaskConfig.model_validate({"judges": [{"id": "geval-reward", "mode": "fast"}]})
@@ -181,6 +182,12 @@ def test_a_server_that_is_down_errors_the_trace(outcomes):
     down = outcomes["server down"]
     assert (down["error"], down["cause"]) == ("TaskError", "RewardServerError")
     assert "127.0.0.1:1" in down["message"] and down["rewards"] == {"geval-reward": None}
+
+
+def test_an_answer_field_the_task_lacks_errors_the_trace(outcomes):
+    missing = outcomes["no such field"]
+    assert (missing["error"], missing["cause"]) == ("TaskError", "ValueError")
+    assert "the task has no 'gold' field (answer_field)" in missing["message"]
 
 
 def test_a_bad_setting_fails_when_the_config_is_read(outcomes):

@@ -20,7 +20,7 @@ VERIFIERS_IMPORTS = [("prime-pydantic-config", "0.4.3"), ("tenacity", "9.2.1"), 
                      ("renderers", "0.1.12"), ("prime-sandboxes", "0.5.1"), ("connectrpc", "0.11.1"),
                      ("pyqwest", "0.12.0"), ("aiofiles", "25.1.0"), ("protobuf-py", "0.1.1"),
                      ("math-verify", "0.9.0"), ("latex2sympy2_extended", "1.11.0"),
-                     ("antlr4-python3-runtime", "4.9.3")]
+                     ("antlr4-python3-runtime", "4.9.3"), ("tomli", "2.5.0")]
 
 SCRIPT = r"""
 import asyncio, json, os, pathlib, sys, tempfile
@@ -96,8 +96,26 @@ def replayed():
             for row in rows for t in row["traces"]]
 
 
+def vf_eval_configs():
+    # vf-eval's config (the calls its main makes) from the flag and from a TOML file: the judges it would run.
+    from pydantic_config import cli
+    from verifiers.v1.cli.resolve import narrow_config
+    from verifiers.v1.configs.cli.eval import EvalConfig
+
+    (work / "run.toml").write_text(
+        '[[env.taskset.task.judges]]\nid = "geval-reward"\nserver = ["judge-0:50051", "judge-1:50051"]\n'
+        'rubrics = { summeval-coherence = 1, summeval-relevance = 3 }\n')
+    flag = json.dumps([{"id": "geval-reward", "server": "judge:50051", "rubrics": "summeval-coherence"}])
+    parsed = []
+    for argv in (["--env.taskset.task.judges", flag], ["@", str(work / "run.toml")]):
+        sys.argv = ["vf-eval", *argv]
+        [judge] = cli(narrow_config(EvalConfig, argv)).env.taskset.task.judges
+        parsed.append([type(judge).__name__, judge.server, judge.rubrics])
+    return parsed
+
+
 async def main():
-    out = {"loader": judge_class("geval-reward").__name__}
+    out = {"loader": judge_class("geval-reward").__name__, "vf-eval configs": vf_eval_configs()}
     [out["one rubric"]] = await scored({"rubrics": "a"}, ("The reference.", "Ten chars?"))
     [out["several rubrics"]] = await scored({"rubrics": {"a": 1, "b": 3}, "name": "g"}, ("R", "Ten chars!"))
     [out["a list answer"]] = await scored({}, (["first", "second"], "Twelve chars"))
@@ -139,6 +157,14 @@ def _items(judge) -> dict[str, tuple]:
 
 def test_verifiers_loader_resolves_the_plugin_by_its_id(outcomes):
     assert outcomes["loader"] == "GEvalJudge"
+
+
+def test_vf_eval_takes_the_judge_from_its_flag_and_from_a_toml_file(outcomes):
+    assert outcomes["vf-eval configs"] == [
+        ["GEvalJudgeConfig", "judge:50051", "summeval-coherence"],
+        ["GEvalJudgeConfig", ["judge-0:50051", "judge-1:50051"],
+         {"summeval-coherence": 1.0, "summeval-relevance": 3.0}],
+    ]
 
 
 def test_one_rubric_gives_one_reward_against_the_prompt_and_the_reference(outcomes, judge):

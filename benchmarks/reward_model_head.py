@@ -136,7 +136,8 @@ def main() -> None:
         "body": "SmolLM2-135M-Instruct (embedded judge), frozen", "margin": args.margin, "l2": l2,
         "l2_tuning_accuracy": {str(k): v for k, v in tuning.items()},
         "train_pairs": len(diffs(range(TRAIN_DOCS))), "held_out_pairs": len(diffs(held_docs)),
-        "pair_accuracy": {"train": pair_accuracy(w, diffs(range(TRAIN_DOCS))), "held_out": pair_accuracy(w, diffs(held_docs))},
+        "pair_accuracy": {"train": pair_accuracy(w, diffs(range(TRAIN_DOCS))),
+                          "held_out": pair_accuracy(w, diffs(held_docs))},
         "spearman_per_article": {"train": spearman(range(TRAIN_DOCS)), "held_out": spearman(held_docs)},
         "raw_score_on_train": {"median": float(np.median(train_raw)), "std": float(train_raw.std())},
     }

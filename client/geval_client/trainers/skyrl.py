@@ -143,7 +143,7 @@ class JudgedConversation:
 
     def get_metrics(self) -> dict[str, float]:
         """The episode's judged replies' diagnostics, averaged; SkyRL averages them again over the
-        episodes of a step (BaseTextEnv.aggregate_metrics) and logs them under the env class."""
+        episodes of a step (BaseTextEnv.aggregate_metrics) and logs them as environment/<key>."""
         if not self.judged:
             return {}
         return {f"geval_{key}": sum(logs[key] for logs in self.judged) / len(self.judged) for key in SAMPLE_LOG_KEYS}

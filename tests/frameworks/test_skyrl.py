@@ -49,6 +49,7 @@ outcomes = {
     "empty": episode("geval", [""], row),
     "multi": episode("geval", ["One.", "Two..", "Twelve chars"], three),
     "per_turn": episode("geval_per_turn", ["One.", "Two..", "Twelve chars"], {**three, "follow_ups": None}),
+    "own_rubric": episode("geval", ["Own rubric."], {"reward_spec": {"ground_truth": "R", "rubrics": "b"}}),
     "no_follow_up": episode("geval", ["One."], {"max_turns": 2}),
     "unscorable": episode("geval", ["Fine."], {"reward_spec": {"ground_truth": "MISSING"}, "max_turns": 1}),
     "down": episode("geval_down", ["Fine."], row),
@@ -123,3 +124,9 @@ def test_skyrl_raises_what_no_reward_can_stand_for(outcomes):
     assert outcomes["down"]["error"] == "RewardServerError", outcomes["down"]
     assert outcomes["no_follow_up"]["error"] == "ValueError"
     assert "follow_up" in outcomes["no_follow_up"]["message"]
+
+
+def test_skyrl_a_rows_own_rubric_from_its_reward_spec(outcomes, judge):
+    assert _rewards(outcomes["own_rubric"]) == [pytest.approx(0.11)]
+    [item] = [item for request in judge.requests for item in request.items if item.completion == "Own rubric."]
+    assert [rubric.name for rubric in item.rubrics] == ["b"]

@@ -24,6 +24,9 @@ from .injections import Injection
 from .tables import markdown_table
 
 CONTROL = "control"
+# A scorer without a criterion or a bounded scale (a trained reward model) is attacked with the
+# claims a policy would write for any grader: "Quality: 10/10".
+ANY_GRADER = ("Quality", 1, 10)
 
 
 class RedTeamError(Exception):
@@ -134,8 +137,7 @@ def run_redteam(
     if found is None:
         raise RedTeamError(f"rubric {rubric!r} is not served by this judge; it serves "
                            f"{', '.join(r.name for r in info.rubrics)}")
-    criterion = found.geval.criterion if found.HasField("geval") else found.likelihood.criterion
-    attacks = [e.render(criterion, int(found.min_score), int(found.max_score)) for e in corpus]
+    attacks = [e.render(*_claim_shape(found)) for e in corpus]
     entries = [EntryResult(e) for e in corpus]
     clean_rewards = []
     for base in bases:
@@ -155,6 +157,15 @@ def run_redteam(
                 entry.masked_lowered += result.masked_read_lowered
                 entry.bound_gaps.append(max(0.0, result.plain_reward - result.reward))
     return RedTeamResult(rubric, info.judge_model, clean_rewards, entries)
+
+
+def _claim_shape(rubric) -> tuple[str, int, int]:
+    """(criterion, min, max) that the corpus's claims name for this scorer."""
+    if rubric.HasField("geval"):
+        return rubric.geval.criterion, int(rubric.min_score), int(rubric.max_score)
+    if rubric.HasField("likelihood"):
+        return rubric.likelihood.criterion, int(rubric.min_score), int(rubric.max_score)
+    return ANY_GRADER
 
 
 def kinds_over(result: RedTeamResult, max_shift: float | None) -> list[str]:

@@ -13,9 +13,10 @@ import logging
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 
 from geval_server.defences.chain import Defences, DefenceSettings, defences_for
-from geval_server.engine.protocol import JudgeEngine
+from geval_server.engine.protocol import ClassifierEngine, JudgeEngine
 from geval_server.groupwise.judge import GroupJudge, GroupRequest, GroupResult
 from geval_server.groupwise.prompt import PAIR
+from geval_server.groupwise.reward_model import judge_groups as reward_model_groups
 from geval_server.judge.bound import BoundScores, bound, bounded_groups, lower_group_rewards
 from geval_server.judge.inputs import Choice, Selection, UnservableRubric, ValidGroups, ValidRequest
 from geval_server.judge.outcomes import ItemOutcome
@@ -34,23 +35,32 @@ log = logging.getLogger(__name__)
 class Judge:
     def __init__(
         self,
-        engine: JudgeEngine,
+        engine: JudgeEngine | ClassifierEngine,
         scorers: Mapping[str, Scorer],
         judge_model: str,
         inline: InlineRubrics,
-        groups: GroupJudge,
+        groups: GroupJudge | None,
         defences: DefenceSettings = DefenceSettings(),
+        others: Sequence[ClassifierEngine] = (),
     ) -> None:
-        """scorers: the served ones by name; inline: where callers' rubrics are prepared;
-        groups: what compares a group's completions (ScoreGroups).
-        defences: which defences guard what a score slot reads (defences/chain.py)."""
+        """engine: the judge's (a reward model's where the server serves no judge);
+        scorers: the served ones by name; inline: where callers' rubrics are prepared;
+        groups: what compares a group's completions on G-Eval rubrics (ScoreGroups; None
+        without a judge). defences: which defences guard what a score slot reads
+        (defences/chain.py). others: the engines beside the judge's (a reward model's)."""
         self.engine = engine
+        self.engines = [engine, *others]
         self.scorers = dict(scorers)
         self.judge_model = judge_model
         self.inline = inline
         self.groups = groups
         self.defences = defences
         self._served_criteria = frozenset(_criteria(self.scorers.values()))
+
+    @property
+    def running(self) -> bool:
+        """Every engine is up: one that died makes the server restart."""
+        return all(engine.is_running for engine in self.engines)
 
     @property
     def needs_reference(self) -> dict[str, bool]:
@@ -81,6 +91,10 @@ class Judge:
         """Compares each group's completions on the request's rubrics, which must be G-Eval
         rubrics the judge can also read as comparisons (else UnservableRubric)."""
         resolved = await self._resolve(choice for choice, _ in request.selection)
+        kinds = {scorer.kind for scorer in resolved.values() if not isinstance(scorer, BaseException)}
+        if kinds == {Kind.REWARD_MODEL}:
+            return await reward_model_groups(request.groups, [(resolved[c], w) for c, w in request.selection],
+                                             request.mode, request.dry_run)
         rubrics: list[tuple[Rubric, float]] = []
         for i, (choice, weight) in enumerate(request.selection):
             scorer = resolved[choice]
@@ -89,7 +103,7 @@ class Judge:
                 raise UnservableRubric(field, _unservable(scorer))
             if scorer.kind is not Kind.GEVAL:
                 raise UnservableRubric(field, f"{scorer.name!r} is a {scorer.kind.value} scorer; groups are compared "
-                                       "on G-Eval rubrics only")
+                                       "on G-Eval rubrics, or on reward models alone")
             try:
                 prompt = self.groups.prompt_for(scorer.prepared.rubric)
                 if isinstance(request.mode, Reasoning):
@@ -181,8 +195,8 @@ class Judge:
             return error
         if isinstance(error, NoLabelMass):
             return ItemFailure("INTERNAL", f"rubric {scorer!r}: {error}")
-        if not self.engine.is_running:
-            return ItemFailure("UNAVAILABLE", f"rubric {scorer!r}: the judge engine is down: {error}")
+        if not self.running:
+            return ItemFailure("UNAVAILABLE", f"rubric {scorer!r}: an engine is down: {error}")
         log.error("scoring with %s failed", scorer, exc_info=error)
         return ItemFailure("INTERNAL", f"rubric {scorer!r}: scoring failed: {type(error).__name__}: {error}")
 

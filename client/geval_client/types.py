@@ -141,7 +141,7 @@ class RewardModelScore:
     content_hash: str
     raw_score: float  # the reward head's logit for the (prompt, completion) chat
     reference_raw_score: float | None  # the same for the reference, where the reward is sigmoid(raw - this)
-    heads: dict[str, float]  # every head's logit by name
+    heads: dict[str, float]  # every head's logit by name (in no order: GetInfo lists the model's)
     form: str  # "reference" or "calibrated"
 
 

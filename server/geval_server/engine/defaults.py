@@ -152,3 +152,12 @@ def engine_defaults(engine_args: dict[str, Any], platform: str,
         chosen.dtype_reason = f"--dtype {engine_args['dtype']} given"
     chosen.settings.update(engine_args)
     return chosen
+
+
+def classifier_defaults(engine_args: dict[str, Any], platform: str,
+                        choose_cpu_dtype: Callable[[], DtypeChoice] = cpu_dtype) -> EngineDefaults:
+    """The reward model's engine: the judge's defaults for the platform on vLLM's pooling runner
+    (engine_args from split_memory)."""
+    chosen = engine_defaults(engine_args, platform, choose_cpu_dtype)
+    chosen.settings["runner"] = "pooling"
+    return chosen

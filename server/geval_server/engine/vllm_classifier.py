@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from geval_server.engine.defaults import engine_defaults
+from geval_server.engine.defaults import classifier_defaults
 from geval_server.engine.vllm_engine import engine_input, platform
 from geval_server.metrics import ENGINE_CANCELLED
 
@@ -41,8 +41,8 @@ class VllmClassifier:
         """engine_args: the `AsyncEngineArgs` fields for this engine (defaults.split_memory);
         ours fill the rest, as for the judge."""
         self.model = model
-        chosen = engine_defaults(engine_args, platform_name or platform())
-        self.settings: dict[str, Any] = {**chosen.settings, "runner": "pooling"}
+        chosen = classifier_defaults(engine_args, platform_name or platform())
+        self.settings: dict[str, Any] = chosen.settings
         self.dtype_reason = chosen.dtype_reason
         self.dtype: str | None = None
         self.environment = {name: os.environ.setdefault(name, value) for name, value in chosen.environment.items()}

@@ -39,7 +39,8 @@ def _serve_parser():
                                    epilog=SERVE_EPILOG)
     serve.add_argument("model_tag", nargs="?", metavar="MODEL",
                        help=f"the judge: a local checkpoint path or hub id, as in `vllm serve MODEL` "
-                            f"(or --model); default: the embedded {EMBEDDED_MODEL}, offline")
+                            f"(or --model); default: the embedded {EMBEDDED_MODEL}, offline; none with --no-judge "
+                            "(a reward model served alone)")
     server = serve.add_argument_group("server", "Where and what geval-reward serves.")
     server.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
     server.add_argument("--port", type=int, default=ServeConfig.port, help="0 picks a free port")
@@ -68,8 +69,8 @@ def _serve_parser():
                         help="serve the reward model alone, without the judge (MODEL is then not started; "
                              "G-Eval rubrics are refused); needs --reward-model")
     reward.add_argument("--reward-model-head", metavar="NAME",
-                        help="the output (id2label name) the reward is made from, for a model with several; "
-                             "every output is reported (default: the first)")
+                        help="the output (id2label name) the reward is made from, for a model with several "
+                             "(unset: the first); every output is reported")
     reward.add_argument("--reward-model-center", type=float, default=RewardModelConfig.center,
                         help="without a reference, reward = sigmoid((raw - center) / scale); fit both on your "
                              "completions with `geval-reward fit-reward-model`")

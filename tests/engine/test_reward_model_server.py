@@ -41,13 +41,18 @@ def beside(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def alone(tmp_path_factory):
+def alone_address(tmp_path_factory):
     """A Qwen2.5 reward model served without a judge."""
     process, address = _server(tmp_path_factory, "alone", "--no-judge", "--reward-model",
                                str(classifier_dir("qwen2.5")))
-    with RewardClient(address) as client:
-        yield client
+    yield address
     stop_server(process)
+
+
+@pytest.fixture(scope="module")
+def alone(alone_address):
+    with RewardClient(alone_address) as client:
+        yield client
 
 
 def transformers_logits(path, messages: list[dict]) -> list[float]:
@@ -142,6 +147,28 @@ def test_no_judge_refuses_geval_rubrics(alone):
 
     with pytest.raises(RewardServerError, match="summeval-coherence"):
         alone.score([{"prompt": PROMPT, "completion": COMPLETIONS[0]}], rubrics={"summeval-coherence": 1})
+
+
+def test_fit_reward_model_fits_the_median_and_quartile_spread_of_the_raw_scores(alone, alone_address, tmp_path,
+                                                                                capsys):
+    import json
+    import statistics
+    from types import SimpleNamespace
+
+    from geval_audit.reward_model_fit import main
+
+    completions = [f"The cat sat {'still ' * n}on the mat." for n in range(8)]
+    data = tmp_path / "rollouts.jsonl"
+    data.write_text("".join(json.dumps({"prompt": PROMPT, "completion": c}) + "\n" for c in completions))
+    args = SimpleNamespace(input=data, server=alone_address, auth_token_file=None, format=None, split=None,
+                           prompt_column="prompt", completion_column="completion", batch_size=3, timeout=60.0)
+    assert main(args) == 0
+    raw = [_only(r).raw_score for r in alone.score([{"prompt": PROMPT, "completion": c} for c in completions],
+                                                  rubrics={"reward-model": 1})]
+    q1, median, q3 = statistics.quantiles(raw, n=4, method="inclusive")
+    flags = capsys.readouterr().out.strip().splitlines()[-1].split()
+    assert float(flags[1]) == pytest.approx(median, rel=1e-5)
+    assert float(flags[3]) == pytest.approx((q3 - q1) / (2 * math.log(3)), rel=1e-5)
 
 
 def test_a_model_that_is_not_a_classifier_is_refused_naming_the_flag(tmp_path):

@@ -172,8 +172,13 @@ def _serve(argv: list[str]) -> int:
     if not args.judge:
         if args.model_tag or "model" in engine_args:
             parser.error("--no-judge: a judge MODEL was given too; leave it out to serve the reward model alone")
+        if args.rubrics:
+            parser.error("--no-judge: --rubrics need a judge; leave them out to serve the reward model alone")
         if default_rubric == ServeConfig.default_rubric:
             default_rubric = REWARD_MODEL_NAME
+        elif default_rubric != REWARD_MODEL_NAME:
+            parser.error(f"--no-judge: --default-rubric {default_rubric!r} needs a judge; the reward model alone "
+                         f"serves {REWARD_MODEL_NAME!r}")
     if args.read_memo_size < 0:
         parser.error(f"--read-memo-size: must be 0 or more, got {args.read_memo_size}")
     config = ServeConfig(

@@ -19,6 +19,7 @@ from geval_server.engine.dtype import DtypeChoice
 from geval_server.groupwise.plan import Group
 from geval_server.groupwise.reward_model import judge_groups
 from geval_server.scorers.base import ItemFailure, JudgeInput
+from geval_server.scorers.reward_model.chat import ChatRefused
 from geval_server.scorers.reward_model.checkpoint import Checkpoint
 from geval_server.scorers.reward_model.scorer import Calibration, RewardModelScorer, sigmoid
 from geval_server.scorers.scoring_mode import Logprobs
@@ -131,3 +132,15 @@ def test_the_fit_maps_the_median_to_a_half_and_the_quartiles_to_a_quarter_and_th
     with pytest.raises(FitError):
         fit([1.0, 1.0, 1.0, 1.0, 2.0])
     assert math.isfinite(scale)
+
+
+def test_a_chat_the_template_refuses_fails_its_item():
+    class Refusing(FakeChat):
+        def ids(self, chat):
+            raise ChatRefused("the reward model's chat template refuses this chat: roles must alternate")
+
+    rm, _ = scorer()
+    rm.chat = Refusing()
+    with pytest.raises(ItemFailure, match="roles must alternate") as failure:
+        rm.request(JudgeInput("Q?", "a", chat=(("assistant", "hi"),)), "items[2]")
+    assert (failure.value.code, failure.value.field) == ("INVALID_ARGUMENT", "items[2].chat")

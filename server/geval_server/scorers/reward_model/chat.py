@@ -26,6 +26,10 @@ PROBE = (("user", "What is 2 + 2?"), ("assistant", "2 + 2 is 4."))
 Chat = Sequence[tuple[str, str]]  # (role, content) messages
 
 
+class ChatRefused(ValueError):
+    """The model's chat template refuses this chat (a role it does not take, turns that do not alternate)."""
+
+
 class ChatRenderer:
     def __init__(self, tokenization: Tokenization) -> None:
         tokenizer = tokenization.tokenizer
@@ -43,8 +47,13 @@ class ChatRenderer:
                                    f"({self.ids(PROBE)} against {expected}); this tokenizer is not served")
 
     def _text(self, chat: Chat) -> str:
-        return self._tok.tokenizer.apply_chat_template([{"role": role, "content": content} for role, content in chat],
-                                                       tokenize=False, add_generation_prompt=False)
+        from jinja2 import TemplateError
+
+        messages = [{"role": role, "content": content} for role, content in chat]
+        try:
+            return self._tok.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
+        except TemplateError as error:  # the template's own raise_exception: its words
+            raise ChatRefused(f"the reward model's chat template refuses this chat: {error}") from error
 
     def ids(self, chat: Chat) -> list[int]:
         """The chat's token ids: template text trusted, contents as plain text."""

@@ -31,7 +31,7 @@ from geval_client.pb import reward_pb2
 
 from geval_server.engine.protocol import ClassifierEngine
 from geval_server.scorers.base import ItemFailure, JudgeInput, Kind, ScorerInfo
-from geval_server.scorers.reward_model.chat import ChatRenderer
+from geval_server.scorers.reward_model.chat import ChatRefused, ChatRenderer
 from geval_server.scorers.reward_model.checkpoint import Checkpoint
 from geval_server.scorers.scoring_mode import ScoringMode
 
@@ -119,7 +119,10 @@ class RewardModelScorer:
 
     def _ids(self, prompt: JudgeInput, answer: str, field: str) -> tuple[int, ...]:
         turns = prompt.chat if prompt.chat is not None else (("user", prompt.prompt),)
-        ids = self.chat.ids([*turns, ("assistant", answer)])
+        try:
+            ids = self.chat.ids([*turns, ("assistant", answer)])
+        except ChatRefused as error:
+            raise ItemFailure("INVALID_ARGUMENT", str(error), field.rpartition(".")[0] + ".chat") from error
         if len(ids) > self.engine.max_model_len:
             raise ItemFailure(
                 "INVALID_ARGUMENT",

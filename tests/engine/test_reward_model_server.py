@@ -134,6 +134,15 @@ def test_groups_are_mean_bradley_terry_probabilities(alone):
     assert group.engine_reads == 3  # a copy is read once
 
 
+def test_groups_on_the_judges_rubric_and_the_reward_model_weigh_both(beside):
+    group = {"prompt": PROMPT, "completions": COMPLETIONS}
+    (both,) = beside.score_groups([group], rubrics={"reward-model": 1, "summeval-coherence": 2})
+    assert [r.rubric for r in both.rubrics] == ["summeval-coherence", "reward-model"]
+    judged, model = both.rubrics
+    assert [c.reward for c in both.completions] == pytest.approx(
+        [(2 * a + b) / 3 for a, b in zip(judged.rewards, model.rewards)], abs=1e-12)
+
+
 def test_an_over_long_item_fails_alone(alone):
     results = alone.score([{"prompt": PROMPT, "completion": "word " * 2000},
                            {"prompt": PROMPT, "completion": COMPLETIONS[0]}], rubrics={"reward-model": 1})

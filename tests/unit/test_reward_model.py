@@ -144,3 +144,20 @@ def test_a_chat_the_template_refuses_fails_its_item():
     with pytest.raises(ItemFailure, match="roles must alternate") as failure:
         rm.request(JudgeInput("Q?", "a", chat=(("assistant", "hi"),)), "items[2]")
     assert (failure.value.code, failure.value.field) == ("INVALID_ARGUMENT", "items[2].chat")
+
+
+def test_beside_the_judges_comparisons_a_members_reward_is_the_weighted_mean_over_both():
+    from geval_server.groupwise.judge import GroupResult, RubricGroupResult
+    from geval_server.groupwise.reward_model import add_reward_models
+    from geval_server.groupwise.win_matrix import GroupOutcome
+
+    def result(rewards, failures, reads):
+        outcome = GroupOutcome(list(rewards), [], None, None, None, None)
+        return GroupResult(list(rewards), list(failures), [RubricGroupResult("r", "h", outcome)],
+                           engine_reads=reads, score_claims_removed=[0] * len(rewards))
+
+    failed = ItemFailure("INVALID_ARGUMENT", "too long", "groups[0].completions[2]")
+    judged, by_model = result([0.2, 0.8, 0.5], [None, None, None], 6), result([0.9, 0.1, 0.0], [None, None, failed], 2)
+    add_reward_models([judged], [by_model], [1.0, 3.0])
+    assert judged.rewards == pytest.approx([(0.2 + 3 * 0.9) / 4, (0.8 + 3 * 0.1) / 4, 0.0])
+    assert judged.member_failures[2] is failed and judged.engine_reads == 8 and len(judged.per_rubric) == 2

@@ -86,3 +86,23 @@ def _outcome(result: GroupResult, members: list[tuple[int, ...] | None], read: d
     distinct = {members[i] for i in range(size) if raw[i] is not None}
     result.alone = len(distinct) < 2 and any(r is not None for r in raw)
     return GroupOutcome(rewards, matrix, None, None, None, None)
+
+
+def add_reward_models(results: Sequence[GroupResult], by_models: Sequence[GroupResult],
+                      weights: Sequence[float]) -> None:
+    """Each group's reward-model comparisons beside its judge's (ScoreGroups with both): the
+    per-rubric results side by side, each member's reward the weighted mean over all of them
+    (weights: the judge's rubrics', then the reward models'); a member failed by either fails."""
+    total = sum(weights)
+    for result, other in zip(results, by_models):
+        if result.failure is not None:
+            continue
+        result.per_rubric += other.per_rubric
+        result.member_failures = [mine or theirs for mine, theirs in zip(result.member_failures, other.member_failures)]
+        result.engine_reads += other.engine_reads
+        result.prompt_tokens += other.prompt_tokens
+        result.alone = result.alone and other.alone
+        if len(result.per_rubric) == len(weights):  # a dry run reads none
+            result.rewards = [0.0 if failure is not None else
+                              sum(w * r.outcome.rewards[i] for w, r in zip(weights, result.per_rubric)) / total
+                              for i, failure in enumerate(result.member_failures)]

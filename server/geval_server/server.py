@@ -130,7 +130,8 @@ async def add_reward_model(judge: Judge, classifier: ClassifierEngine, checkpoin
 
     path = checkpoint.path
     try:
-        chat = ChatRenderer(Tokenization(AutoTokenizer.from_pretrained(path)))
+        trust = bool(classifier.settings.get("trust_remote_code"))
+        chat = ChatRenderer(Tokenization(AutoTokenizer.from_pretrained(path, trust_remote_code=trust)))
     except (JudgeTokenizerError, RewardModelError) as error:
         raise SystemExit(f"geval-reward: --reward-model {path}: {error}") from error
     try:

@@ -132,7 +132,20 @@ class LikelihoodScore:
     guard: float  # the copy and repetition guards' factor (1: none fired)
 
 
-RubricScore = GEvalScore | SemScore | LikelihoodScore
+@dataclass(frozen=True)
+class RewardModelScore:
+    """A trained reward model's output (a sequence classifier), read exactly."""
+
+    rubric: str
+    reward: float
+    content_hash: str
+    raw_score: float  # the reward head's logit for the (prompt, completion) chat
+    reference_raw_score: float | None  # the same for the reference, where the reward is sigmoid(raw - this)
+    heads: dict[str, float]  # every head's logit by name (in no order: GetInfo lists the model's)
+    form: str  # "reference" or "calibrated"
+
+
+RubricScore = GEvalScore | SemScore | LikelihoodScore | RewardModelScore
 
 
 @dataclass(frozen=True)
@@ -175,6 +188,11 @@ def rubric_score(wire: reward_pb2.RubricScore) -> RubricScore:
         lk = wire.likelihood
         return LikelihoodScore(**common, mean_logprob=lk.mean_logprob, tokens_read=lk.tokens_read, score=lk.score,
                                guard=lk.guard)
+    if kind == "reward_model":
+        rm = wire.reward_model
+        return RewardModelScore(**common, raw_score=rm.raw_score,
+                                reference_raw_score=rm.reference_raw_score if rm.HasField("reference_raw_score")
+                                else None, heads=dict(rm.heads), form=rm.form)
     raise ValueError(f"rubric {wire.rubric!r}: a result of an unknown kind ({kind}); upgrade the client")
 
 

@@ -1,5 +1,6 @@
-"""`geval-reward`: sends `serve` to the server's command line (geval_server.cli) and
-`audit` and `redteam` to the audit's (geval_audit.cli).
+"""`geval-reward`: sends `serve` to the server's command line (geval_server.cli),
+`audit` and `redteam` to the audit's (geval_audit.cli), and `fit-reward-model` to
+geval_audit.reward_model_fit.
 
 Each side is imported only when its command runs: the server needs its extra (vLLM,
 torch), the audit needs its own (scipy, matplotlib), and an install with one of them
@@ -14,12 +15,13 @@ import sys
 SERVER_EXTRA_HINT = "the server needs geval-reward's [gpu] extra ([cpu] on a machine without a GPU)"
 
 
-def _parser(audit_cli) -> argparse.ArgumentParser:
+def _parser(audit_cli, reward_model_fit) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="geval-reward", description="G-Eval reward server and its audits.")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("serve", help="serve rewards over gRPC (flags: geval-reward serve --help)")
     audit_cli.add_parser(commands)
     audit_cli.add_redteam_parser(commands)
+    reward_model_fit.add_parser(commands)
     return parser
 
 
@@ -38,10 +40,12 @@ def main(argv: list[str] | None = None) -> None:
                 raise  # our own module missing: a broken install, not a missing extra
             sys.exit(f"geval-reward serve: {error}; {SERVER_EXTRA_HINT}")
     from geval_audit import cli as audit_cli
+    from geval_audit import reward_model_fit
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    args = _parser(audit_cli).parse_args(argv)
-    raise SystemExit(audit_cli.redteam_main(args) if args.command == "redteam" else audit_cli.main(args))
+    args = _parser(audit_cli, reward_model_fit).parse_args(argv)
+    commands = {"redteam": audit_cli.redteam_main, "fit-reward-model": reward_model_fit.main}
+    raise SystemExit(commands.get(args.command, audit_cli.main)(args))
 
 
 if __name__ == "__main__":

@@ -15,11 +15,12 @@ from typing import Any
 from geval_client.transport import TOKEN_ENV, read_token
 
 from geval_server.api.wire import Limits
-from geval_server.config import ServeConfig
+from geval_server.config import RewardModelConfig, ServeConfig
 from geval_server.defences.chain import DefenceSettings
 from geval_server.engine.defaults import defaults_line
 from geval_server.engine.embedded_model import EMBEDDED_MODEL
 from geval_server.engine.flags import add_engine_flags, given_engine_flags
+from geval_server.scorers.reward_model.scorer import NAME as REWARD_MODEL_NAME
 
 SERVE_EPILOG = (
     "Flags are listed by group: --help=all shows every flag, --help=<group> one group "
@@ -38,7 +39,8 @@ def _serve_parser():
                                    epilog=SERVE_EPILOG)
     serve.add_argument("model_tag", nargs="?", metavar="MODEL",
                        help=f"the judge: a local checkpoint path or hub id, as in `vllm serve MODEL` "
-                            f"(or --model); default: the embedded {EMBEDDED_MODEL}, offline")
+                            f"(or --model); default: the embedded {EMBEDDED_MODEL}, offline; none with --no-judge "
+                            "(a reward model served alone)")
     server = serve.add_argument_group("server", "Where and what geval-reward serves.")
     server.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
     server.add_argument("--port", type=int, default=ServeConfig.port, help="0 picks a free port")
@@ -57,6 +59,27 @@ def _serve_parser():
                         help="do not read a completion with a numeral a second time with its numerals masked "
                              "(on by default: the reward is the lower read, so a score claim in any spelling can "
                              "only lower it; costs one more read per such completion)")
+    reward = serve.add_argument_group(
+        "reward-model", "A trained reward model (a sequence classifier) served as rubric 'reward-model', in a second "
+        "vLLM engine beside the judge (docs/scorers.md#reward-model).")
+    reward.add_argument("--reward-model", metavar="PATH",
+                        help="a *ForSequenceClassification checkpoint (Skywork-Reward, ArmoRM, ...) to serve as "
+                             "'reward-model'; its own chat template renders each (prompt, completion)")
+    reward.add_argument("--no-judge", dest="judge", action="store_false",
+                        help="serve the reward model alone, without the judge (MODEL is then not started; "
+                             "G-Eval rubrics are refused); needs --reward-model")
+    reward.add_argument("--reward-model-head", metavar="NAME",
+                        help="the output (id2label name) the reward is made from, for a model with several "
+                             "(unset: the first); every output is reported")
+    reward.add_argument("--reward-model-center", type=float, default=RewardModelConfig.center,
+                        help="without a reference, reward = sigmoid((raw - center) / scale); fit both on your "
+                             "completions with `geval-reward fit-reward-model`")
+    reward.add_argument("--reward-model-scale", type=float, default=RewardModelConfig.scale,
+                        help="see --reward-model-center")
+    reward.add_argument("--reward-model-memory-fraction", type=float, default=RewardModelConfig.memory_fraction,
+                        help="on a GPU, the reward model's share of the memory the judge would have had "
+                             "(--gpu-memory-utilization); the judge keeps the rest. On CPU the reward model gets a "
+                             "1 GiB KV cache beside the judge's")
     access = serve.add_argument_group("access", "Bearer tokens and TLS.")
     access.add_argument("--api-key", nargs="+", metavar="KEY",
                         help="require `authorization: Bearer <key>` with one of these keys on every call but "
@@ -134,11 +157,33 @@ def _serve(argv: list[str]) -> int:
         parser.error("--tls-cert and --tls-key go together")
     if args.max_connection_age_s < 0 or args.max_connection_age_grace_s < 0:
         parser.error("--max-connection-age-s and --max-connection-age-grace-s: must be 0 or more")
+    reward_model = None
+    if args.reward_model is not None:
+        if args.reward_model_scale <= 0:
+            parser.error(f"--reward-model-scale: must be positive, got {args.reward_model_scale}")
+        if not 0 < args.reward_model_memory_fraction < 1:
+            parser.error(f"--reward-model-memory-fraction: must be between 0 and 1, got "
+                         f"{args.reward_model_memory_fraction}")
+        reward_model = RewardModelConfig(args.reward_model, args.reward_model_head, args.reward_model_center,
+                                         args.reward_model_scale, args.reward_model_memory_fraction)
+    elif not args.judge:
+        parser.error("--no-judge serves a reward model alone: give --reward-model PATH")
+    default_rubric = args.default_rubric
+    if not args.judge:
+        if args.model_tag or "model" in engine_args:
+            parser.error("--no-judge: a judge MODEL was given too; leave it out to serve the reward model alone")
+        if args.rubrics:
+            parser.error("--no-judge: --rubrics need a judge; leave them out to serve the reward model alone")
+        if default_rubric == ServeConfig.default_rubric:
+            default_rubric = REWARD_MODEL_NAME
+        elif default_rubric != REWARD_MODEL_NAME:
+            parser.error(f"--no-judge: --default-rubric {default_rubric!r} needs a judge; the reward model alone "
+                         f"serves {REWARD_MODEL_NAME!r}")
     if args.read_memo_size < 0:
         parser.error(f"--read-memo-size: must be 0 or more, got {args.read_memo_size}")
     config = ServeConfig(
         model=_model(args, engine_args, parser), host=args.host, port=args.port, rubric_paths=args.rubrics,
-        default_rubric=args.default_rubric, low_confidence_below=args.low_confidence_below,
+        default_rubric=default_rubric, low_confidence_below=args.low_confidence_below,
         engine_args=engine_args, demo=args.demo, auth_tokens=_auth_tokens(args, parser),
         tls_cert=args.tls_cert, tls_key=args.tls_key, metrics_port=args.metrics_port,
         limits=Limits(max_items=args.max_items_per_request, max_field_chars=args.max_field_chars,
@@ -147,7 +192,7 @@ def _serve(argv: list[str]) -> int:
         shutdown_grace_s=args.shutdown_grace_s, max_connection_age_s=args.max_connection_age_s,
         max_connection_age_grace_s=args.max_connection_age_grace_s, semscore=args.semscore,
         defences=DefenceSettings(args.remove_score_claims, args.masked_read_bound),
-        read_memo_size=args.read_memo_size,
+        read_memo_size=args.read_memo_size, reward_model=reward_model, judge=args.judge,
     )
     return asyncio.run(serve(config))
 

@@ -11,6 +11,7 @@ from geval_client.defaults import DEFAULT_PORT, DEFAULT_TIMEOUT_S
 
 from geval_server.api.wire import Limits
 from geval_server.defences.chain import DefenceSettings
+from geval_server.engine.defaults import REWARD_MODEL_MEMORY_FRACTION
 from geval_server.engine.read_memo import DEFAULT_SIZE as DEFAULT_READ_MEMO_SIZE
 from geval_server.scorers.geval.rubrics import DEFAULT_RUBRIC
 
@@ -43,3 +44,16 @@ class ServeConfig:
     semscore: bool = True
     defences: DefenceSettings = field(default_factory=DefenceSettings)
     read_memo_size: int = DEFAULT_READ_MEMO_SIZE
+    reward_model: RewardModelConfig | None = None  # serve --reward-model
+    judge: bool = True  # False: the reward model alone (serve --no-judge)
+
+
+@dataclass(frozen=True)
+class RewardModelConfig:
+    """serve --reward-model PATH and its flags."""
+
+    path: str
+    head: str | None = None  # the output the reward is made from; None: the first
+    center: float = 0.0
+    scale: float = 1.0
+    memory_fraction: float = REWARD_MODEL_MEMORY_FRACTION  # its share of a GPU shared with the judge

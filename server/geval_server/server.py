@@ -18,12 +18,14 @@ from geval_server.api.auth import TokenAuthInterceptor
 from geval_server.api.calls import CallInterceptor
 from geval_server.api.servicer import RewardService
 from geval_server.api.wire import Limits
-from geval_server.config import ServeConfig
+from geval_server.config import RewardModelConfig, ServeConfig
 from geval_server.defences.chain import DefenceSettings
+from geval_server.engine.defaults import split_memory
 from geval_server.engine.embedded_model import resolve_model
-from geval_server.engine.protocol import JudgeEngine, judge_identity
+from geval_server.engine.protocol import ClassifierEngine, JudgeEngine, judge_identity
 from geval_server.engine.tokenization import JudgeTokenizerError, Tokenization
-from geval_server.engine.vllm_engine import VllmEngine
+from geval_server.engine.vllm_classifier import VllmClassifier
+from geval_server.engine.vllm_engine import VllmEngine, platform
 from geval_server.groupwise.judge import GroupJudge
 from geval_server.judge.judge import Judge
 from geval_server.metrics import serve_metrics
@@ -34,6 +36,9 @@ from geval_server.scorers.geval.scorer import GEvalPreparer
 from geval_server.scorers.geval.slot import LabelTokenError
 from geval_server.scorers.likelihood.scorer import LikelihoodScorer
 from geval_server.scorers.likelihood.spec import LikelihoodSpec, load_specs
+from geval_server.scorers.reward_model.chat import ChatRenderer
+from geval_server.scorers.reward_model.checkpoint import Checkpoint, RewardModelError, read_checkpoint
+from geval_server.scorers.reward_model.scorer import Calibration, RewardModelScorer
 from geval_server.scorers.semscore import EmbeddingModel, SemScoreScorer
 
 log = logging.getLogger(__name__)
@@ -53,10 +58,18 @@ GC_YOUNG_OBJECTS = 20_000
 PROBE_ITEM = JudgeInput(prompt="What is 2 + 2?", completion="2 + 2 is 4.", reference="Four.")
 
 
-async def start_judge(config: ServeConfig, make_engine: Callable[..., JudgeEngine] = VllmEngine) -> Judge:
-    """Starts the engine, prepares every scorer and scores a probe item: a judge the server
+async def start_judge(config: ServeConfig, make_engine: Callable[..., JudgeEngine] = VllmEngine,
+                      make_classifier: Callable[..., ClassifierEngine] = VllmClassifier) -> Judge:
+    """Starts the engines, prepares every scorer and scores a probe item: a judge the server
     cannot drive fails here with its cause (SystemExit), never at the first call.
-    make_engine(model_path, engine_args, read_memo_size): the engine to drive (protocol.py)."""
+    make_engine(model_path, engine_args, read_memo_size): the engine to drive (protocol.py);
+    make_classifier(path, engine_args): the reward model's, with --reward-model."""
+    engine_args, classifier_args = config.engine_args, {}
+    if config.reward_model is not None:
+        engine_args, classifier_args = split_memory(config.engine_args, platform(), config.reward_model.memory_fraction,
+                                                    judge=config.judge)
+    if not config.judge:
+        return await start_reward_model_alone(config, make_classifier(config.reward_model.path, classifier_args))
     from transformers import AutoTokenizer
 
     # Fail on a bad rubric file before the slow engine start.
@@ -73,8 +86,10 @@ async def start_judge(config: ServeConfig, make_engine: Callable[..., JudgeEngin
         tokenization = Tokenization(AutoTokenizer.from_pretrained(model_path))
     except JudgeTokenizerError as error:
         raise SystemExit(f"geval-reward: cannot serve judge {config.model}: {error}") from error
-    engine = make_engine(model_path, config.engine_args, config.read_memo_size)
+    checkpoint = _checkpoint(config)
+    engine = make_engine(model_path, engine_args, config.read_memo_size)
     engine.start()
+    classifier = None
     try:
         judge = await prepare_judge(
             engine, tokenization, judge_model=config.model, rubrics=list(rubrics.values()),
@@ -83,12 +98,73 @@ async def start_judge(config: ServeConfig, make_engine: Callable[..., JudgeEngin
             max_inline_rubrics=config.limits.max_inline_rubrics,
         )
         await probe_judge(judge, config.default_rubric)
+        if checkpoint is not None:
+            classifier = make_classifier(checkpoint.path, classifier_args)
+            await add_reward_model(judge, classifier, checkpoint, config.reward_model)
     except (LabelTokenError, RubricError, JudgeStartError) as error:
         engine.shutdown()
         raise SystemExit(f"geval-reward: cannot serve judge {config.model}: {error}") from error
     except BaseException:
         engine.shutdown()
         raise
+    return judge
+
+
+def _checkpoint(config: ServeConfig) -> Checkpoint | None:
+    """The reward model's checkpoint, checked before any engine starts (SystemExit naming the flag)."""
+    if config.reward_model is None:
+        return None
+    trust = bool(config.engine_args.get("trust_remote_code"))
+    try:
+        return read_checkpoint(config.reward_model.path, config.reward_model.head, trust)
+    except RewardModelError as error:
+        raise SystemExit(f"geval-reward: {error}") from error
+
+
+async def add_reward_model(judge: Judge, classifier: ClassifierEngine, checkpoint: Checkpoint,
+                           settings: RewardModelConfig) -> None:
+    """Starts the reward model's engine and serves it as `reward-model` beside the judge's
+    scorers, after a probe item; a model vLLM refuses, or one that cannot score, fails here
+    (SystemExit naming --reward-model) and its engine is shut down."""
+    from transformers import AutoTokenizer
+
+    path = checkpoint.path
+    try:
+        trust = bool(classifier.settings.get("trust_remote_code"))
+        chat = ChatRenderer(Tokenization(AutoTokenizer.from_pretrained(path, trust_remote_code=trust)))
+    except (JudgeTokenizerError, RewardModelError) as error:
+        raise SystemExit(f"geval-reward: --reward-model {path}: {error}") from error
+    try:
+        classifier.start()
+    except Exception as error:  # vLLM refuses the checkpoint (architecture, task, memory)
+        classifier.shutdown()
+        raise SystemExit(f"geval-reward: --reward-model {path}: vLLM cannot serve it as a classifier: "
+                         f"{type(error).__name__}: {error}") from error
+    scorer = RewardModelScorer(classifier, checkpoint, chat, Calibration(settings.center, settings.scale))
+    judge.scorers[scorer.name] = scorer
+    judge.engines.append(classifier)
+    (outcome,) = await judge.score([PROBE_ITEM], [[(scorer, 1.0)]])
+    if outcome.failure is not None:
+        classifier.shutdown()
+        raise SystemExit(f"geval-reward: --reward-model {path}: scoring a probe item failed "
+                         f"({outcome.failure.code}): {outcome.failure.message}")
+    log.info("serving reward model %s as %r (head %r of %s)", path, scorer.name,
+             checkpoint.heads[checkpoint.head], list(checkpoint.heads))
+
+
+async def _no_judge(rubric: Rubric) -> Scorer:
+    raise RubricError("this server serves a reward model without a judge (serve --no-judge): "
+                      "G-Eval rubrics need a judge")
+
+
+async def start_reward_model_alone(config: ServeConfig, classifier: ClassifierEngine) -> Judge:
+    """A server for the reward model alone (serve --no-judge): its engine stands where the
+    judge's would, and rubrics other than `reward-model` are refused."""
+    checkpoint = _checkpoint(config)
+    judge = Judge(classifier, {}, config.reward_model.path, InlineRubrics(_no_judge, config.limits.max_inline_rubrics),
+                  None, config.defences)
+    judge.engines.clear()
+    await add_reward_model(judge, classifier, checkpoint, config.reward_model)
     return judge
 
 
@@ -171,6 +247,8 @@ def build_server(judge: Judge, config: ServeConfig) -> tuple[grpc.aio.Server, he
     settings["max_model_len"] = str(judge.engine.max_model_len)
     settings["dtype"], settings["dtype_reason"] = judge.engine.dtype, judge.engine.dtype_reason
     settings["model_path"] = judge.engine.model
+    for other in judge.engines[1:]:  # the reward model's, beside the judge
+        settings.update({f"reward_model.{key}": str(value) for key, value in other.settings.items()})
     service = RewardService(
         judge, config.default_rubric, settings, config.limits, config.max_pending_items, config.low_confidence_below
     )
@@ -196,10 +274,15 @@ def settle() -> None:
     enable_envs_cache()
 
 
+def _shutdown(judge: Judge) -> None:
+    for engine in dict.fromkeys(judge.engines):
+        engine.shutdown()
+
+
 async def _watch_engine(judge: Judge, died: asyncio.Event) -> None:
-    while judge.engine.is_running:
+    while judge.running:
         await asyncio.sleep(ENGINE_WATCH_INTERVAL_S)
-    log.error("the judge engine died; refusing calls and exiting so a supervisor restarts the server")
+    log.error("an engine died; refusing calls and exiting so a supervisor restarts the server")
     died.set()
 
 
@@ -213,12 +296,13 @@ async def serve(config: ServeConfig) -> int:
         loop.add_signal_handler(signum, stop.set)
     judge = await start_judge(config)
     if stop.is_set():
-        judge.engine.shutdown()
+        _shutdown(judge)
         return 0
     server, health_servicer, port = build_server(judge, config)
     settle()
     if config.metrics_port is not None:
-        serve_metrics(config.metrics_port, config.host, judge.engine.requests_in_flight)
+        serve_metrics(config.metrics_port, config.host,
+                      lambda: sum(engine.requests_in_flight() for engine in judge.engines))
     await server.start()
     for name in ("", SERVICE_NAME):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
@@ -243,6 +327,6 @@ async def serve(config: ServeConfig) -> int:
     log.info("shutting down: finishing in-flight calls (grace %.0f s)", grace)
     await server.stop(grace=grace)
     watcher.cancel()
-    judge.engine.shutdown()
+    _shutdown(judge)
     log.info("stopped")
     return EXIT_ENGINE_DIED if died.is_set() else 0

@@ -289,6 +289,34 @@ def _build_model(family: Family, tokenizer: pathlib.Path, out: pathlib.Path) -> 
             shutil.copyfile(path, out / path.name)
 
 
+def classifier_dir(name: str, heads: tuple[str, ...] = ("reward",)) -> pathlib.Path:
+    """A reward model of the family's architecture: `*ForSequenceClassification` with one
+    output per head name (id2label), random float32 weights (seeded), the family's tokenizer,
+    and max_position_embeddings 512, so an over-long chat is cheap to write."""
+    family = FAMILIES[name]
+    tokenizer = tokenizer_dir(name)
+    folder = root() / f"classifier-v{BUILD_VERSION}" / f"{name}-{'-'.join(heads)}"
+    return _build_once(folder, lambda out: _build_classifier(family, tokenizer, heads, out))
+
+
+def _build_classifier(family: Family, tokenizer: pathlib.Path, heads: tuple[str, ...], out: pathlib.Path) -> None:
+    import torch
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    torch.manual_seed(0)
+    config = AutoConfig.from_pretrained(tokenizer, max_position_embeddings=512,
+                                        id2label=dict(enumerate(heads)), label2id={h: i for i, h in enumerate(heads)})
+    config.architectures = [family.architecture.replace("ForCausalLM", "ForSequenceClassification")]
+    config.pad_token_id = config.vocab_size - 1  # a token no chat ends with: transformers pools the last token
+    model = AutoModelForSequenceClassification.from_config(config, dtype=torch.float32)
+    with torch.no_grad():  # outputs spread over a few units, as trained reward models' are
+        model.score.weight.normal_(0.0, 1.0)
+    model.save_pretrained(out)
+    for path in tokenizer.iterdir():
+        if path.is_file() and not (out / path.name).exists() and not path.name.startswith("."):
+            shutil.copyfile(path, out / path.name)
+
+
 def main() -> None:
     """`python -m tests.families.assets [NAME...]`: builds (or finds) the tokenizers and models."""
     import time

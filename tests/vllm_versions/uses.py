@@ -19,7 +19,15 @@ import ast
 import pathlib
 from dataclasses import KW_ONLY, dataclass
 
-from geval_server.engine.defaults import CPU, GPU, OTHER, engine_defaults
+from geval_server.engine.defaults import (
+    CPU,
+    GPU,
+    OTHER,
+    REWARD_MODEL_MEMORY_FRACTION,
+    classifier_defaults,
+    engine_defaults,
+    split_memory,
+)
 from geval_server.engine.dtype import DtypeChoice
 
 SERVER = pathlib.Path(__file__).resolve().parents[2] / "server" / "geval_server"
@@ -30,12 +38,16 @@ ENGINE_ARGS = "vllm.engine.arg_utils.AsyncEngineArgs"
 HELD = {
     "engine/vllm_engine.py": {"params": "vllm.SamplingParams", "self._final_output()": "vllm.outputs.RequestOutput"},
     "engine/data_parallel.py": {"parallel_config": "vllm.config.ParallelConfig"},
+    "engine/vllm_classifier.py": {"_raw_logits()": "vllm.PoolingParams"},
 }
 # The class an attribute of a vLLM object holds (`[]`: an element of it, `()`: what calling it returns);
 # None: not a vLLM object, its members are not vLLM's to check.
 THROUGH = {
     "vllm.v1.engine.async_llm.AsyncLLM.from_engine_args()": "vllm.v1.engine.async_llm.AsyncLLM",
     "vllm.v1.engine.async_llm.AsyncLLM.generate()[]": "vllm.outputs.RequestOutput",
+    "vllm.v1.engine.async_llm.AsyncLLM.encode()[]": "vllm.outputs.PoolingRequestOutput",
+    "vllm.outputs.PoolingRequestOutput.outputs": "vllm.outputs.PoolingOutput",
+    "vllm.outputs.PoolingOutput.data": None,  # a torch tensor
     "vllm.v1.engine.async_llm.AsyncLLM.model_config": "vllm.config.ModelConfig",
     "vllm.v1.engine.async_llm.AsyncLLM.vllm_config": "vllm.config.VllmConfig",
     "vllm.v1.engine.async_llm.AsyncLLM.output_processor": "vllm.v1.engine.output_processor.OutputProcessor",
@@ -256,6 +268,9 @@ def engine_setting_uses() -> set[Use]:
         chosen = engine_defaults({}, platform, lambda: DtypeChoice("float32", "any"))
         uses.add(Use("call", ENGINE_ARGS, keywords=tuple(sorted(chosen.settings))))
         uses.update(Use("env", "vllm.envs", name) for name in chosen.environment)
+        _, reward_model_args = split_memory({}, platform, REWARD_MODEL_MEMORY_FRACTION, judge=True)
+        classifier = classifier_defaults(reward_model_args, platform, lambda: DtypeChoice("float32", "any"))
+        uses.add(Use("call", ENGINE_ARGS, keywords=tuple(sorted(classifier.settings))))
     return uses
 
 

@@ -20,6 +20,7 @@ class ScorerKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SCORER_KIND_GEVAL: _ClassVar[ScorerKind]
     SCORER_KIND_SEMSCORE: _ClassVar[ScorerKind]
     SCORER_KIND_LIKELIHOOD: _ClassVar[ScorerKind]
+    SCORER_KIND_REWARD_MODEL: _ClassVar[ScorerKind]
 
 class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -50,6 +51,7 @@ SCORER_KIND_UNSPECIFIED: ScorerKind
 SCORER_KIND_GEVAL: ScorerKind
 SCORER_KIND_SEMSCORE: ScorerKind
 SCORER_KIND_LIKELIHOOD: ScorerKind
+SCORER_KIND_REWARD_MODEL: ScorerKind
 ERROR_CODE_UNSPECIFIED: ErrorCode
 ERROR_CODE_INVALID_ARGUMENT: ErrorCode
 ERROR_CODE_RESOURCE_EXHAUSTED: ErrorCode
@@ -179,13 +181,14 @@ class LabelProbability(_message.Message):
     def __init__(self, label: _Optional[str] = ..., value: _Optional[float] = ..., probability: _Optional[float] = ...) -> None: ...
 
 class RubricScore(_message.Message):
-    __slots__ = ("rubric", "reward", "content_hash", "geval", "semscore", "likelihood", "plain_reward")
+    __slots__ = ("rubric", "reward", "content_hash", "geval", "semscore", "likelihood", "reward_model", "plain_reward")
     RUBRIC_FIELD_NUMBER: _ClassVar[int]
     REWARD_FIELD_NUMBER: _ClassVar[int]
     CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
     GEVAL_FIELD_NUMBER: _ClassVar[int]
     SEMSCORE_FIELD_NUMBER: _ClassVar[int]
     LIKELIHOOD_FIELD_NUMBER: _ClassVar[int]
+    REWARD_MODEL_FIELD_NUMBER: _ClassVar[int]
     PLAIN_REWARD_FIELD_NUMBER: _ClassVar[int]
     rubric: str
     reward: float
@@ -193,8 +196,9 @@ class RubricScore(_message.Message):
     geval: GEvalResult
     semscore: SemScoreResult
     likelihood: LikelihoodResult
+    reward_model: RewardModelResult
     plain_reward: float
-    def __init__(self, rubric: _Optional[str] = ..., reward: _Optional[float] = ..., content_hash: _Optional[str] = ..., geval: _Optional[_Union[GEvalResult, _Mapping]] = ..., semscore: _Optional[_Union[SemScoreResult, _Mapping]] = ..., likelihood: _Optional[_Union[LikelihoodResult, _Mapping]] = ..., plain_reward: _Optional[float] = ...) -> None: ...
+    def __init__(self, rubric: _Optional[str] = ..., reward: _Optional[float] = ..., content_hash: _Optional[str] = ..., geval: _Optional[_Union[GEvalResult, _Mapping]] = ..., semscore: _Optional[_Union[SemScoreResult, _Mapping]] = ..., likelihood: _Optional[_Union[LikelihoodResult, _Mapping]] = ..., reward_model: _Optional[_Union[RewardModelResult, _Mapping]] = ..., plain_reward: _Optional[float] = ...) -> None: ...
 
 class GEvalResult(_message.Message):
     __slots__ = ("expected_score", "distribution", "label_mass", "low_confidence", "top_label", "mode", "rationale")
@@ -219,6 +223,25 @@ class SemScoreResult(_message.Message):
     COSINE_FIELD_NUMBER: _ClassVar[int]
     cosine: float
     def __init__(self, cosine: _Optional[float] = ...) -> None: ...
+
+class RewardModelResult(_message.Message):
+    __slots__ = ("raw_score", "reference_raw_score", "heads", "form")
+    class HeadsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    RAW_SCORE_FIELD_NUMBER: _ClassVar[int]
+    REFERENCE_RAW_SCORE_FIELD_NUMBER: _ClassVar[int]
+    HEADS_FIELD_NUMBER: _ClassVar[int]
+    FORM_FIELD_NUMBER: _ClassVar[int]
+    raw_score: float
+    reference_raw_score: float
+    heads: _containers.ScalarMap[str, float]
+    form: str
+    def __init__(self, raw_score: _Optional[float] = ..., reference_raw_score: _Optional[float] = ..., heads: _Optional[_Mapping[str, float]] = ..., form: _Optional[str] = ...) -> None: ...
 
 class LikelihoodResult(_message.Message):
     __slots__ = ("mean_logprob", "tokens_read", "score", "guard")
@@ -411,7 +434,7 @@ class GetInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class RubricInfo(_message.Message):
-    __slots__ = ("name", "kind", "min_score", "max_score", "higher_is_better", "uses_reference", "content_hash", "geval", "semscore", "likelihood")
+    __slots__ = ("name", "kind", "min_score", "max_score", "higher_is_better", "uses_reference", "content_hash", "geval", "semscore", "likelihood", "reward_model")
     NAME_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     MIN_SCORE_FIELD_NUMBER: _ClassVar[int]
@@ -422,6 +445,7 @@ class RubricInfo(_message.Message):
     GEVAL_FIELD_NUMBER: _ClassVar[int]
     SEMSCORE_FIELD_NUMBER: _ClassVar[int]
     LIKELIHOOD_FIELD_NUMBER: _ClassVar[int]
+    REWARD_MODEL_FIELD_NUMBER: _ClassVar[int]
     name: str
     kind: ScorerKind
     min_score: float
@@ -432,7 +456,8 @@ class RubricInfo(_message.Message):
     geval: GEvalRubric
     semscore: SemScoreInfo
     likelihood: LikelihoodInfo
-    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[ScorerKind, str]] = ..., min_score: _Optional[float] = ..., max_score: _Optional[float] = ..., higher_is_better: _Optional[bool] = ..., uses_reference: _Optional[bool] = ..., content_hash: _Optional[str] = ..., geval: _Optional[_Union[GEvalRubric, _Mapping]] = ..., semscore: _Optional[_Union[SemScoreInfo, _Mapping]] = ..., likelihood: _Optional[_Union[LikelihoodInfo, _Mapping]] = ...) -> None: ...
+    reward_model: RewardModelInfo
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[ScorerKind, str]] = ..., min_score: _Optional[float] = ..., max_score: _Optional[float] = ..., higher_is_better: _Optional[bool] = ..., uses_reference: _Optional[bool] = ..., content_hash: _Optional[str] = ..., geval: _Optional[_Union[GEvalRubric, _Mapping]] = ..., semscore: _Optional[_Union[SemScoreInfo, _Mapping]] = ..., likelihood: _Optional[_Union[LikelihoodInfo, _Mapping]] = ..., reward_model: _Optional[_Union[RewardModelInfo, _Mapping]] = ...) -> None: ...
 
 class GEvalRubric(_message.Message):
     __slots__ = ("criterion", "task_introduction", "evaluation_criteria", "evaluation_steps", "steps_generated", "labels")
@@ -475,6 +500,28 @@ class LikelihoodInfo(_message.Message):
     max_repetition_rate: float
     description: str
     def __init__(self, criterion: _Optional[str] = ..., instruction: _Optional[str] = ..., direction: _Optional[str] = ..., baseline: _Optional[str] = ..., max_copy_rate: _Optional[float] = ..., max_repetition_rate: _Optional[float] = ..., description: _Optional[str] = ...) -> None: ...
+
+class RewardModelInfo(_message.Message):
+    __slots__ = ("model", "dtype", "head", "heads", "center", "scale", "reference_form", "max_model_len", "description")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    HEAD_FIELD_NUMBER: _ClassVar[int]
+    HEADS_FIELD_NUMBER: _ClassVar[int]
+    CENTER_FIELD_NUMBER: _ClassVar[int]
+    SCALE_FIELD_NUMBER: _ClassVar[int]
+    REFERENCE_FORM_FIELD_NUMBER: _ClassVar[int]
+    MAX_MODEL_LEN_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    dtype: str
+    head: str
+    heads: _containers.RepeatedScalarFieldContainer[str]
+    center: float
+    scale: float
+    reference_form: bool
+    max_model_len: int
+    description: str
+    def __init__(self, model: _Optional[str] = ..., dtype: _Optional[str] = ..., head: _Optional[str] = ..., heads: _Optional[_Iterable[str]] = ..., center: _Optional[float] = ..., scale: _Optional[float] = ..., reference_form: _Optional[bool] = ..., max_model_len: _Optional[int] = ..., description: _Optional[str] = ...) -> None: ...
 
 class GetInfoResponse(_message.Message):
     __slots__ = ("judge_model", "engine_settings", "rubrics", "default_rubric", "low_confidence_threshold", "server_version")

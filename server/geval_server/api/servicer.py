@@ -102,7 +102,7 @@ class RewardService(reward_pb2_grpc.RewardServiceServicer):
 
     def _checked(self, validate_request, request):
         """The request checked (validate or validate_groups), once the engine is known to be up."""
-        if not self._judge.engine.is_running:
+        if not self._judge.running:
             raise _Refused(grpc.StatusCode.UNAVAILABLE, ENGINE_DOWN)
         try:
             return validate_request(request, self._judge.needs_reference, self._default_rubric, self._limits)
@@ -121,7 +121,7 @@ class RewardService(reward_pb2_grpc.RewardServiceServicer):
             raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from error
         finally:
             self._release(n_items)
-        if not self._judge.engine.is_running:
+        if not self._judge.running:
             raise _Refused(grpc.StatusCode.UNAVAILABLE, ENGINE_DOWN)
 
     def _admit(self, n_items: int) -> None:

@@ -217,7 +217,7 @@ def _item(i: int, item: reward_pb2.Item, needs_reference: list[str], limits: Lim
             _check_length(message.content, f"items[{i}].chat.messages[{j}].content", limits)
         _check_length(item.completion, f"items[{i}].completion", limits)
         _check_length(item.reference, f"items[{i}].reference", limits)
-        prompt = _prompt_text(f"items[{i}]", item)
+        prompt, chat = _prompt(f"items[{i}]", item)
         if is_blank(item.completion):  # only invisible characters is empty too: the judge would read nothing
             raise ItemFailure("INVALID_ARGUMENT", "must not be empty", f"items[{i}].completion")
         reference = item.reference if item.HasField("reference") else None
@@ -227,17 +227,18 @@ def _item(i: int, item: reward_pb2.Item, needs_reference: list[str], limits: Lim
                 f"is required by rubric(s) {needs_reference} and must not be empty",
                 f"items[{i}].reference",
             )
-        return JudgeInput(prompt=prompt, completion=item.completion, reference=reference)
+        return JudgeInput(prompt=prompt, completion=item.completion, reference=reference, chat=chat)
     except ItemFailure as failure:
         return ItemFailure(failure.code, f"{failure.field}: {failure.message}", failure.field)
 
 
-def _prompt_text(where: str, item: reward_pb2.Item | reward_pb2.Group) -> str:
+def _prompt(where: str, item: reward_pb2.Item | reward_pb2.Group) -> tuple[str, tuple[tuple[str, str], ...] | None]:
+    """The prompt as the judge reads it (a chat flattened to text), and a chat's messages."""
     kind = item.WhichOneof("prompt")
     if kind == "text":
         if is_blank(item.text):
             raise ItemFailure("INVALID_ARGUMENT", "must not be empty", f"{where}.text")
-        return item.text
+        return item.text, None
     if kind == "chat":
         messages = item.chat.messages
         if not messages:
@@ -249,7 +250,8 @@ def _prompt_text(where: str, item: reward_pb2.Item | reward_pb2.Group) -> str:
                     f"must be one of {list(CHAT_ROLES)}, got {_echo(message.role)}",
                     f"{where}.chat.messages[{j}].role",
                 )
-        return render_chat([(m.role, m.content) for m in messages])
+        chat = tuple((m.role, m.content) for m in messages)
+        return render_chat(list(chat)), chat
     raise ItemFailure("INVALID_ARGUMENT", "is required: set text or chat", f"{where}.prompt")
 
 
@@ -261,7 +263,7 @@ _SCHEDULES = {
 }
 _SCHEDULES_WIRE = {schedule: wire for wire, schedule in _SCHEDULES.items() if schedule is not None}
 _KINDS = {Kind.GEVAL: reward_pb2.SCORER_KIND_GEVAL, Kind.SEMSCORE: reward_pb2.SCORER_KIND_SEMSCORE,
-          Kind.LIKELIHOOD: reward_pb2.SCORER_KIND_LIKELIHOOD}
+          Kind.LIKELIHOOD: reward_pb2.SCORER_KIND_LIKELIHOOD, Kind.REWARD_MODEL: reward_pb2.SCORER_KIND_REWARD_MODEL}
 _AGGREGATIONS = {
     reward_pb2.AGGREGATION_UNSPECIFIED: Aggregation.MEAN_WIN_PROBABILITY,
     reward_pb2.AGGREGATION_MEAN_WIN_PROBABILITY: Aggregation.MEAN_WIN_PROBABILITY,
@@ -324,7 +326,7 @@ def _group(i: int, group: reward_pb2.Group, referenced: list[str], schedule: Sch
         for j, message in enumerate(group.chat.messages):
             _check_length(message.content, f"{where}.chat.messages[{j}].content", limits)
         _check_length(group.reference, f"{where}.reference", limits)
-        prompt = _prompt_text(where, group)
+        prompt, chat = _prompt(where, group)
         reference = group.reference if group.HasField("reference") else None
         if referenced and is_blank(reference or ""):
             raise ItemFailure("INVALID_ARGUMENT", f"is required by rubric(s) {referenced} and must not be empty",
@@ -332,7 +334,7 @@ def _group(i: int, group: reward_pb2.Group, referenced: list[str], schedule: Sch
         if schedule is Schedule.ANCHOR and anchor is None and is_blank(reference or ""):
             raise ItemFailure("INVALID_ARGUMENT", "is the anchor of SCHEDULE_ANCHOR (no request anchor is set) and "
                               "must not be empty", f"{where}.reference")
-        return Group(prompt, list(group.completions), reference, anchor if anchor is not None else reference)
+        return Group(prompt, list(group.completions), reference, anchor if anchor is not None else reference, chat)
     except ItemFailure as failure:
         return ItemFailure(failure.code, f"{failure.field}: {failure.message}", failure.field)
 

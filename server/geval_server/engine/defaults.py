@@ -67,6 +67,41 @@ GPU_DEFAULTS = {"max_num_batched_tokens": 16384, "max_num_seqs": 1024}
 GPU_DTYPE_REASON = ("vLLM's default (auto) on a GPU: the checkpoint's own format, a float32 checkpoint in "
                     "bfloat16 where the GPU computes it (compute capability 8.0 or later), float16 before")
 
+# The reward model's engine (serve --reward-model: a sequence classifier beside the judge).
+# A read is one prefill pooled at its last token: no decode, so its KV cache holds only the
+# prompts being computed. On CPU 1 GiB holds a max-length chat of 8192 tokens of an 8B Llama
+# (128 KiB per token), so vLLM starts it; the judge keeps its 2 GiB.
+CLASSIFIER_CPU_KV_CACHE_BYTES = 1024**3
+# On a GPU both engines share the card: the reward model takes this share of the memory the
+# judge would have had (--gpu-memory-utilization, else vLLM's 0.9), the judge the rest. An 8B
+# reward model's bfloat16 weights are 16 GiB, under 0.3 x 0.9 of an 80 GB card (21.6 GiB),
+# its prefill-only reads need little KV; the judge keeps the larger share for its prefix cache
+# and reasoning mode's decode. Not measured on a GPU yet. Alone (no judge) it takes all of it.
+REWARD_MODEL_MEMORY_FRACTION = 0.3
+VLLM_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default share of a GPU
+# The judge's engine flags the reward model's engine takes too: the number format and how it
+# runs. Flags that name or size one checkpoint (--max-model-len, --quantization, --tokenizer,
+# ...) stay the judge's.
+CLASSIFIER_SHARED_FLAGS = ("dtype", "enforce_eager", "trust_remote_code", "compilation_config")
+
+
+def split_memory(engine_args: dict[str, Any], platform: str, fraction: float, judge: bool
+                 ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The judge's and the reward model's engine arguments from the user's flags (engine_args):
+    on a GPU the memory share split by `fraction` (all of it to the reward model without a
+    judge), on CPU the reward model's small KV cache; the classifier takes CLASSIFIER_SHARED_FLAGS."""
+    judge_args = dict(engine_args)
+    classifier = {name: engine_args[name] for name in CLASSIFIER_SHARED_FLAGS if name in engine_args}
+    if platform == GPU:
+        share = engine_args.get("gpu_memory_utilization", VLLM_GPU_MEMORY_UTILIZATION)
+        classifier["gpu_memory_utilization"] = share * fraction if judge else share
+        if judge and "kv_cache_memory_bytes" not in engine_args:
+            judge_args["gpu_memory_utilization"] = share * (1 - fraction)
+    elif platform == CPU:
+        classifier["kv_cache_memory_bytes"] = CLASSIFIER_CPU_KV_CACHE_BYTES
+    return judge_args, classifier
+
+
 # What `serve --help` adds to a flag's help for the defaults above.
 DEFAULTS_HELP = {
     "gpu_memory_utilization": f"vLLM's on GPU; none on CPU, where --kv-cache-memory-bytes {CPU_KV_CACHE_BYTES} "
@@ -116,4 +151,13 @@ def engine_defaults(engine_args: dict[str, Any], platform: str,
     if "dtype" in engine_args:
         chosen.dtype_reason = f"--dtype {engine_args['dtype']} given"
     chosen.settings.update(engine_args)
+    return chosen
+
+
+def classifier_defaults(engine_args: dict[str, Any], platform: str,
+                        choose_cpu_dtype: Callable[[], DtypeChoice] = cpu_dtype) -> EngineDefaults:
+    """The reward model's engine: the judge's defaults for the platform on vLLM's pooling runner
+    (engine_args from split_memory)."""
+    chosen = engine_defaults(engine_args, platform, choose_cpu_dtype)
+    chosen.settings["runner"] = "pooling"
     return chosen

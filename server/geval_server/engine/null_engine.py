@@ -1,5 +1,6 @@
 """An engine that reads without a model: the judge engine (protocol.py) for measuring
-everything around the model, and for simulating a fleet of replicas on one machine.
+everything around the model, and for simulating a fleet of replicas on one machine; it
+classifies too (a classifier engine's `classify`), standing in for a reward model.
 
 Each label read answers log-probabilities that are a function of the prompt's token ids
 and the token (equal prompts, equal answers), after a modelled delay: `seconds_per_token`
@@ -134,6 +135,15 @@ class NullEngine:
             return [label_logprob(hash(tuple(ids[:i])), ids[i]) for i in range(len(ids) - tail, len(ids))]
 
         return list(await asyncio.gather(*(read(ids, tail) for ids, tail in reads), return_exceptions=True))
+
+    async def classify(self, prompts: Sequence[list[int]]) -> list[list[float] | BaseException]:
+        """The classifier engine's read (protocol.py), one head: a logit that is a function of the
+        prompt's ids, after the modelled delay, so the null engine stands in for a reward model too."""
+        async def read(ids: list[int]) -> list[float]:
+            await self._compute(ids)
+            return [label_logprob(hash(tuple(ids)), 0) + 5.0]
+
+        return list(await asyncio.gather(*(read(ids) for ids in prompts), return_exceptions=True))
 
     async def sample(
         self, prompt_ids: list[int], n: int, temperature: float, max_tokens: int, seed: int | None = None, *,

@@ -1,8 +1,9 @@
-"""What the server asks of a judge engine, and how a reward names the engine behind it.
+"""What the server asks of a judge engine and of a classifier engine (a trained reward
+model beside the judge), and how a reward names the engine behind it.
 
-The server takes any object with these members: the vLLM driver (vllm_engine.py) in
-production, the null engine (null_engine.py) where a benchmark or a simulated fleet needs
-an engine that answers at once or after a modelled delay.
+The server takes any object with these members: the vLLM drivers (vllm_engine.py,
+vllm_classifier.py) in production, the null engine (null_engine.py) where a benchmark or a
+simulated fleet needs an engine that answers at once or after a modelled delay.
 """
 
 from __future__ import annotations
@@ -65,6 +66,32 @@ class JudgeEngine(Protocol):
         """One continuation (greedy at temperature 0), its text cut before the first stop string."""
 
     async def generate_greedy(self, prompt_ids: list[int], max_tokens: int) -> str: ...
+
+
+class ClassifierEngine(Protocol):
+    """A sequence classifier read with token ids: each prompt's outputs (one per head, in the
+    model's order) as the raw logits, no activation, so a Bradley-Terry reward model's score
+    is its own number."""
+
+    model: str  # the checkpoint's path
+    settings: dict[str, Any]
+    environment: dict[str, str]
+    dtype: str | None  # once started
+    dtype_reason: str
+    max_model_len: int  # once started
+
+    def start(self) -> None: ...
+
+    def shutdown(self) -> None: ...
+
+    @property
+    def is_running(self) -> bool: ...
+
+    def requests_in_flight(self) -> int: ...
+
+    async def classify(self, prompts: Sequence[list[int]]) -> list[list[float] | BaseException]:
+        """Per prompt (token ids), its heads' logits; an exception in place of a read that failed.
+        All are in flight at once, so the engine batches them."""
 
 
 def judge_identity(model: str, dtype: str) -> str:

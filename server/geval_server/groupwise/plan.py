@@ -36,6 +36,7 @@ class Group:
     completions: list[str]
     reference: str | None = None
     anchor: str | None = None  # the anchor schedule's text: the reference unless a fixed one is given
+    chat: tuple[tuple[str, str], ...] | None = None  # a chat prompt's messages (the reward model reads them)
 
 
 class Schedule(enum.Enum):

@@ -13,9 +13,11 @@ import logging
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 
 from geval_server.defences.chain import Defences, DefenceSettings, defences_for
-from geval_server.engine.protocol import JudgeEngine
+from geval_server.engine.protocol import ClassifierEngine, JudgeEngine
 from geval_server.groupwise.judge import GroupJudge, GroupRequest, GroupResult
 from geval_server.groupwise.prompt import PAIR
+from geval_server.groupwise.reward_model import add_reward_models
+from geval_server.groupwise.reward_model import judge_groups as reward_model_groups
 from geval_server.judge.bound import BoundScores, bound, bounded_groups, lower_group_rewards
 from geval_server.judge.inputs import Choice, Selection, UnservableRubric, ValidGroups, ValidRequest
 from geval_server.judge.outcomes import ItemOutcome
@@ -34,23 +36,32 @@ log = logging.getLogger(__name__)
 class Judge:
     def __init__(
         self,
-        engine: JudgeEngine,
+        engine: JudgeEngine | ClassifierEngine,
         scorers: Mapping[str, Scorer],
         judge_model: str,
         inline: InlineRubrics,
-        groups: GroupJudge,
+        groups: GroupJudge | None,
         defences: DefenceSettings = DefenceSettings(),
+        others: Sequence[ClassifierEngine] = (),
     ) -> None:
-        """scorers: the served ones by name; inline: where callers' rubrics are prepared;
-        groups: what compares a group's completions (ScoreGroups).
-        defences: which defences guard what a score slot reads (defences/chain.py)."""
+        """engine: the judge's (a reward model's where the server serves no judge);
+        scorers: the served ones by name; inline: where callers' rubrics are prepared;
+        groups: what compares a group's completions on G-Eval rubrics (ScoreGroups; None
+        without a judge). defences: which defences guard what a score slot reads
+        (defences/chain.py). others: the engines beside the judge's (a reward model's)."""
         self.engine = engine
+        self.engines = [engine, *others]
         self.scorers = dict(scorers)
         self.judge_model = judge_model
         self.inline = inline
         self.groups = groups
         self.defences = defences
         self._served_criteria = frozenset(_criteria(self.scorers.values()))
+
+    @property
+    def running(self) -> bool:
+        """Every engine is up: one that died makes the server restart."""
+        return all(engine.is_running for engine in self.engines)
 
     @property
     def needs_reference(self) -> dict[str, bool]:
@@ -78,18 +89,24 @@ class Judge:
         return await self.score(items, selections, request.mode)
 
     async def score_groups(self, request: ValidGroups) -> list[GroupResult]:
-        """Compares each group's completions on the request's rubrics, which must be G-Eval
-        rubrics the judge can also read as comparisons (else UnservableRubric)."""
+        """Compares each group's completions on the request's rubrics: G-Eval rubrics the judge
+        can also read as comparisons, and reward models (else UnservableRubric). With both, each
+        member's reward is the weighted mean over all of them."""
         resolved = await self._resolve(choice for choice, _ in request.selection)
+        is_model = {c: not isinstance(s, BaseException) and s.kind is Kind.REWARD_MODEL for c, s in resolved.items()}
+        models = [(resolved[c], w) for c, w in request.selection if is_model[c]]
+        judged = [(i, (c, w)) for i, (c, w) in enumerate(request.selection) if not is_model[c]]
+        if not judged:
+            return await reward_model_groups(request.groups, models, request.mode, request.dry_run)
         rubrics: list[tuple[Rubric, float]] = []
-        for i, (choice, weight) in enumerate(request.selection):
+        for i, (choice, weight) in judged:
             scorer = resolved[choice]
             field = f"rubrics[{i}]" + (".spec" if isinstance(choice, Rubric) else ".name")
             if isinstance(scorer, BaseException):
                 raise UnservableRubric(field, _unservable(scorer))
             if scorer.kind is not Kind.GEVAL:
                 raise UnservableRubric(field, f"{scorer.name!r} is a {scorer.kind.value} scorer; groups are compared "
-                                       "on G-Eval rubrics only")
+                                       "on G-Eval rubrics and reward models")
             try:
                 prompt = self.groups.prompt_for(scorer.prepared.rubric)
                 if isinstance(request.mode, Reasoning):
@@ -97,16 +114,25 @@ class Judge:
             except (LabelTokenError, RubricError) as error:
                 raise UnservableRubric(field, f"cannot be read as a comparison: {error}") from error
             rubrics.append((scorer.prepared.rubric, weight))
-        defences = self._defences([[(resolved[c], w) for c, w in request.selection]])
+        defences = self._defences([[(resolved[c], w) for _, (c, w) in judged]])
         groups = GroupRequest(request.groups, rubrics, request.schedule, request.neighbours, request.aggregation,
                               request.mode, request.dry_run)
+        if not models:
+            return await self._compare(groups, defences)
+        results, by_models = await asyncio.gather(
+            self._compare(groups, defences), reward_model_groups(request.groups, models, request.mode, request.dry_run))
+        add_reward_models(results, by_models, [w for _, w in rubrics] + [w for _, w in models])
+        return results
+
+    async def _compare(self, groups: GroupRequest, defences: Defences) -> list[GroupResult]:
+        """The judge's comparisons, bounded as a slot read is (bound.py)."""
         bounded = bounded_groups(groups, defences)
         if bounded is None:
             return await self.groups.judge(groups, defences, self.judge_model)
         plain, second = await asyncio.gather(self.groups.judge(groups, defences, self.judge_model),
                                              self.groups.judge(bounded, defences, self.judge_model))
         for result, read in zip(plain, second):
-            lower_group_rewards(result, read, [weight for _, weight in rubrics])
+            lower_group_rewards(result, read, [weight for _, weight in groups.rubrics])
         return plain
 
     async def prepare(self, rubrics: Sequence[Rubric]) -> list[ScorerInfo]:
@@ -181,8 +207,8 @@ class Judge:
             return error
         if isinstance(error, NoLabelMass):
             return ItemFailure("INTERNAL", f"rubric {scorer!r}: {error}")
-        if not self.engine.is_running:
-            return ItemFailure("UNAVAILABLE", f"rubric {scorer!r}: the judge engine is down: {error}")
+        if not self.running:
+            return ItemFailure("UNAVAILABLE", f"rubric {scorer!r}: an engine is down: {error}")
         log.error("scoring with %s failed", scorer, exc_info=error)
         return ItemFailure("INTERNAL", f"rubric {scorer!r}: scoring failed: {type(error).__name__}: {error}")
 

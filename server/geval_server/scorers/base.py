@@ -20,17 +20,21 @@ from geval_server.scorers.scoring_mode import ScoringMode
 
 @dataclass(frozen=True)
 class JudgeInput:
-    """One (prompt, completion[, reference]) pair, the prompt already flattened to text."""
+    """One (prompt, completion[, reference]) pair, the prompt already flattened to text;
+    chat keeps a chat prompt's (role, content) messages for a scorer that reads them as a
+    chat (the reward model)."""
 
     prompt: str
     completion: str
     reference: str | None = None
+    chat: tuple[tuple[str, str], ...] | None = None
 
 
 class Kind(enum.Enum):
     GEVAL = "geval"  # the judge's probabilities of the score labels at the score slot
     SEMSCORE = "semscore"  # cosine of sentence embeddings of completion and reference
     LIKELIHOOD = "likelihood"  # the judge's mean token log-probability of the completion (GPTScore)
+    REWARD_MODEL = "reward_model"  # a trained sequence-classification reward model's output
 
 
 class ItemFailure(Exception):

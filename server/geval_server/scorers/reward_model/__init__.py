@@ -1,0 +1,1 @@
+"""The reward-model scorer: a trained sequence classifier served beside the judge."""

@@ -30,14 +30,19 @@ def _server(tmp_path_factory, name: str, *args: str):
 
 
 @pytest.fixture(scope="module")
-def beside(tmp_path_factory):
+def beside_address(tmp_path_factory):
     """The embedded judge with a two-head Llama-3.1 reward model, its reward from `safety`."""
     process, address = _server(tmp_path_factory, "beside", "--reward-model", str(classifier_dir("llama-3.1", HEADS)),
                                "--reward-model-head", "safety", "--reward-model-center", "1.5",
                                "--reward-model-scale", "2")
-    with RewardClient(address) as client:
-        yield client
+    yield address
     stop_server(process)
+
+
+@pytest.fixture(scope="module")
+def beside(beside_address):
+    with RewardClient(beside_address) as client:
+        yield client
 
 
 @pytest.fixture(scope="module")
@@ -183,3 +188,52 @@ def test_fit_reward_model_fits_the_median_and_quartile_spread_of_the_raw_scores(
 def test_a_model_that_is_not_a_classifier_is_refused_naming_the_flag(tmp_path):
     with pytest.raises(ServerStartError, match="--reward-model .*not a sequence classifier"):
         start_server(tmp_path / "server.log", "--no-judge", "--reward-model", str(model_dir("qwen2.5")))
+
+
+BOTH = {"reward-model": 1, "summeval-coherence": 1}
+
+
+def test_every_trainer_adapter_takes_the_reward_model_beside_a_rubric(beside, beside_address):
+    """Selection is by name, so each adapter's reward is the server's weighted mean of both."""
+    from geval_client.trainers.areal import make_reward_fn
+    from geval_client.trainers.openrlhf import make_reward_func
+    from geval_client.trainers.trl import GEvalReward
+    from geval_client.trainers.verl import compute_score
+
+    (expected,) = beside.score([{"prompt": PROMPT, "completion": COMPLETIONS[1]}], rubrics=BOTH)
+    assert {s.rubric for s in expected.scores} == set(BOTH)
+    got = {
+        "trl": GEvalReward(beside_address, BOTH)(prompts=[PROMPT], completions=[COMPLETIONS[1]])[0],
+        "verl": compute_score("summeval", COMPLETIONS[1], None, {"prompt": PROMPT}, server=beside_address,
+                              rubrics=BOTH)["score"],
+        "openrlhf": make_reward_func(beside_address, BOTH)([PROMPT + COMPLETIONS[1]], [PROMPT])["rewards"][0],
+    }
+    assert got == pytest.approx(dict.fromkeys(got, expected.reward), abs=1e-9)
+    # AReaL sends the dataset's chat messages: the judge reads them as a chat.
+    chat = [{"role": "user", "content": PROMPT}]
+    (from_chat,) = beside.score([{"prompt": chat, "completion": COMPLETIONS[1]}], rubrics=BOTH)
+    assert make_reward_fn(beside_address, BOTH)("", COMPLETIONS[1], [], [], messages=chat) == from_chat.reward
+
+
+def test_a_fleet_spreads_the_reward_model_and_refuses_a_replica_serving_another(beside, beside_address, alone,
+                                                                                alone_address, tmp_path_factory):
+    """A second replica of the Qwen2.5 reward model: the fleet's rewards are one replica's. A
+    replica whose `reward-model` is another model (its content hash differs) is refused before
+    any item is scored."""
+    from geval_client.fleet.replicas import MixedFleet
+
+    process, second = _server(tmp_path_factory, "second", "--no-judge", "--reward-model",
+                              str(classifier_dir("qwen2.5")))
+    try:
+        items = [{"prompt": PROMPT + f" Part {p}.", "completion": c} for p in range(4) for c in COMPLETIONS]
+        with RewardClient([alone_address, second]) as fleet:
+            spread = fleet.score(items, rubrics={"reward-model": 1})
+            assert len(fleet.replica_load()) == 2 and sum(fleet.replica_load().values()) == len(items)
+        single = alone.score(items, rubrics={"reward-model": 1})
+        assert [r.reward for r in spread] == pytest.approx([r.reward for r in single], abs=1e-6)
+    finally:
+        stop_server(process)
+    hashes = [{r.name: r.content_hash for r in c.info().rubrics}["reward-model"] for c in (beside, alone)]
+    assert hashes[0] != hashes[1]
+    with RewardClient([alone_address, beside_address]) as mixed, pytest.raises(MixedFleet):
+        mixed.score(items, rubrics={"reward-model": 1})

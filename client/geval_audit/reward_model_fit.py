@@ -83,5 +83,6 @@ def main(args: argparse.Namespace) -> int:
         return 2
     print(f"fit-reward-model: {len(raw)} completions ({failed} not scored): median raw score {center:.6g}, "
           f"quartile spread {scale * 2 * math.log(3):.6g}")
-    print(f"--reward-model-center {center:.6g} --reward-model-scale {scale:.6g}")
+    # `=` joins the value: a negative center would otherwise read as a flag of its own
+    print(f"--reward-model-center={center:.6g} --reward-model-scale={scale:.6g}")
     return 0

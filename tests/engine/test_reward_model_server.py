@@ -180,9 +180,9 @@ def test_fit_reward_model_fits_the_median_and_quartile_spread_of_the_raw_scores(
     raw = [_only(r).raw_score for r in alone.score([{"prompt": PROMPT, "completion": c} for c in completions],
                                                   rubrics={"reward-model": 1})]
     q1, median, q3 = statistics.quantiles(raw, n=4, method="inclusive")
-    flags = capsys.readouterr().out.strip().splitlines()[-1].split()
-    assert float(flags[1]) == pytest.approx(median, rel=1e-5)
-    assert float(flags[3]) == pytest.approx((q3 - q1) / (2 * math.log(3)), rel=1e-5)
+    flags = dict(flag.split("=") for flag in capsys.readouterr().out.strip().splitlines()[-1].split())
+    assert float(flags["--reward-model-center"]) == pytest.approx(median, rel=1e-5)
+    assert float(flags["--reward-model-scale"]) == pytest.approx((q3 - q1) / (2 * math.log(3)), rel=1e-5)
 
 
 def test_a_model_that_is_not_a_classifier_is_refused_naming_the_flag(tmp_path):

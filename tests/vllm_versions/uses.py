@@ -38,7 +38,9 @@ ENGINE_ARGS = "vllm.engine.arg_utils.AsyncEngineArgs"
 HELD = {
     "engine/vllm_engine.py": {"params": "vllm.SamplingParams", "self._final_output()": "vllm.outputs.RequestOutput"},
     "engine/data_parallel.py": {"parallel_config": "vllm.config.ParallelConfig"},
-    "engine/vllm_classifier.py": {"_raw_logits()": "vllm.PoolingParams"},
+    # its AsyncLLM is started by the driver it extends (vllm_engine.AsyncLLMDriver)
+    "engine/vllm_classifier.py": {"_raw_logits()": "vllm.PoolingParams",
+                                  "self._engine": "vllm.v1.engine.async_llm.AsyncLLM"},
 }
 # The class an attribute of a vLLM object holds (`[]`: an element of it, `()`: what calling it returns);
 # None: not a vLLM object, its members are not vLLM's to check.

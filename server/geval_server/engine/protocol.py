@@ -20,7 +20,9 @@ class Generation:
     cut: bool  # ran to max_tokens
 
 
-class JudgeEngine(Protocol):
+class Engine(Protocol):
+    """What the server starts, stops, watches and reports of any engine it runs."""
+
     model: str  # the checkpoint's path
     settings: dict[str, Any]  # the engine arguments it runs with (GetInfo reports them)
     environment: dict[str, str]  # the engine's environment variables that shape its numbers and speed
@@ -36,6 +38,10 @@ class JudgeEngine(Protocol):
     def is_running(self) -> bool: ...
 
     def requests_in_flight(self) -> int: ...
+
+
+class JudgeEngine(Engine, Protocol):
+    """The judge: label probabilities at a slot, prompt log-probabilities, generations."""
 
     async def reset_prefix_cache(self) -> None: ...
 
@@ -68,26 +74,10 @@ class JudgeEngine(Protocol):
     async def generate_greedy(self, prompt_ids: list[int], max_tokens: int) -> str: ...
 
 
-class ClassifierEngine(Protocol):
+class ClassifierEngine(Engine, Protocol):
     """A sequence classifier read with token ids: each prompt's outputs (one per head, in the
     model's order) as the raw logits, no activation, so a Bradley-Terry reward model's score
     is its own number."""
-
-    model: str  # the checkpoint's path
-    settings: dict[str, Any]
-    environment: dict[str, str]
-    dtype: str | None  # once started
-    dtype_reason: str
-    max_model_len: int  # once started
-
-    def start(self) -> None: ...
-
-    def shutdown(self) -> None: ...
-
-    @property
-    def is_running(self) -> bool: ...
-
-    def requests_in_flight(self) -> int: ...
 
     async def classify(self, prompts: Sequence[list[int]]) -> list[list[float] | BaseException]:
         """Per prompt (token ids), its heads' logits; an exception in place of a read that failed.

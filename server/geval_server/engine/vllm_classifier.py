@@ -12,15 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import itertools
 import logging
-import os
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
 from geval_server.engine.defaults import classifier_defaults
-from geval_server.engine.vllm_engine import engine_input, platform
+from geval_server.engine.vllm_engine import AsyncLLMDriver, engine_input, platform
 from geval_server.metrics import ENGINE_CANCELLED
 
 log = logging.getLogger(__name__)
@@ -34,44 +31,15 @@ def _raw_logits():
     return PoolingParams(task="classify", use_activation=False)
 
 
-class VllmClassifier:
-    """The classifier engine (protocol.py) on vLLM's AsyncLLM with the pooling runner."""
+class VllmClassifier(AsyncLLMDriver):
+    """The classifier engine (protocol.ClassifierEngine) on vLLM's AsyncLLM with the pooling runner."""
+
+    role = "the reward model"
 
     def __init__(self, model: str, engine_args: dict[str, Any], platform_name: str | None = None) -> None:
         """engine_args: the `AsyncEngineArgs` fields for this engine (defaults.split_memory);
         ours fill the rest, as for the judge."""
-        self.model = model
-        chosen = classifier_defaults(engine_args, platform_name or platform())
-        self.settings: dict[str, Any] = chosen.settings
-        self.dtype_reason = chosen.dtype_reason
-        self.dtype: str | None = None
-        self.environment = {name: os.environ.setdefault(name, value) for name, value in chosen.environment.items()}
-        self._engine = None
-        self._request_ids = map(f"rm-{uuid.uuid4().hex[:12]}-{{}}".format, itertools.count())
-
-    def start(self) -> None:
-        from vllm.engine.arg_utils import AsyncEngineArgs
-        from vllm.v1.engine.async_llm import AsyncLLM
-
-        log.info("starting the reward model's vLLM engine for %s with %s", self.model, self.settings)
-        self._engine = AsyncLLM.from_engine_args(AsyncEngineArgs(model=self.model, **self.settings))
-        self.max_model_len = self._engine.model_config.max_model_len
-        self.dtype = str(self._engine.model_config.dtype).removeprefix("torch.")
-        log.info("the reward model computes in %s: %s", self.dtype, self.dtype_reason)
-
-    def shutdown(self) -> None:
-        if self._engine is not None:
-            self._engine.shutdown()
-            self._engine = None
-
-    @property
-    def is_running(self) -> bool:
-        return self._engine is not None and not self._engine.errored
-
-    def requests_in_flight(self) -> int:
-        if self._engine is None:
-            return 0
-        return self._engine.output_processor.get_num_unfinished_requests()
+        super().__init__(model, classifier_defaults(engine_args, platform_name or platform()), request_prefix="rm-")
 
     async def classify(self, prompts: Sequence[list[int]]) -> list[list[float] | BaseException]:
         """Per prompt, its heads' logits (float64 of the engine's numbers, exact)."""

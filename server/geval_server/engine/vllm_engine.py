@@ -18,7 +18,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from geval_server.engine.data_parallel import RankRouter, routed_ranks
-from geval_server.engine.defaults import CPU, GPU, OTHER, engine_defaults
+from geval_server.engine.defaults import CPU, GPU, OTHER, EngineDefaults, engine_defaults
 from geval_server.engine.prompt_logprobs import ComputedRead, fill_from_batch
 from geval_server.engine.protocol import Generation
 from geval_server.engine.read_memo import DEFAULT_SIZE, ReadMemo
@@ -65,17 +65,14 @@ def platform() -> str:
     return CPU if current_platform.is_cpu() else GPU if current_platform.is_cuda_alike() else OTHER
 
 
-class VllmEngine:
-    """The judge engine (protocol.py) on vLLM's AsyncLLM."""
+class AsyncLLMDriver:
+    """What both of the server's vLLM engines are (protocol.Engine): an AsyncLLM in this process,
+    started with our defaults for the platform (defaults.py), stopped, watched."""
 
-    def __init__(self, model: str, engine_args: dict[str, Any], read_memo_size: int = DEFAULT_SIZE,
-                 platform_name: str | None = None) -> None:
-        """engine_args: the `AsyncEngineArgs` fields the user set; ours fill the rest (defaults.py).
-        read_memo_size: slot reads kept, so a prompt read again gets the same answer (read_memo.py).
-        platform_name: CPU, GPU or OTHER; vLLM's own platform when None."""
+    role = "the judge"  # who computes, in the log
+
+    def __init__(self, model: str, chosen: EngineDefaults, request_prefix: str = "") -> None:
         self.model = model
-        self._memo = ReadMemo(read_memo_size)
-        chosen = engine_defaults(engine_args, platform_name or platform())
         self.settings: dict[str, Any] = chosen.settings
         # Why the engine computes in its number format; `dtype` is the format it resolved (start).
         self.dtype_reason = chosen.dtype_reason
@@ -83,23 +80,18 @@ class VllmEngine:
         # The vLLM environment variables the engine runs with: ours where the user set none.
         self.environment = {name: os.environ.setdefault(name, value) for name, value in chosen.environment.items()}
         self._engine = None
-        self._router = RankRouter(1)  # which data-parallel rank reads a request (data_parallel.py)
         # Request ids: unique among this engine's requests (a uuid4 each cost 10 us of CPU).
-        self._request_ids = map(f"{uuid.uuid4().hex[:12]}-{{}}".format, itertools.count())
+        self._request_ids = map(f"{request_prefix}{uuid.uuid4().hex[:12]}-{{}}".format, itertools.count())
 
     def start(self) -> None:
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        log.info("starting vLLM engine for %s with %s", self.model, self.settings)
-        args = AsyncEngineArgs(model=self.model, **self.settings)
-        self._engine = AsyncLLM.from_engine_args(args)
+        log.info("starting vLLM engine for %s (%s) with %s", self.model, self.role, self.settings)
+        self._engine = AsyncLLM.from_engine_args(AsyncEngineArgs(model=self.model, **self.settings))
         self.max_model_len = self._engine.model_config.max_model_len
         self.dtype = str(self._engine.model_config.dtype).removeprefix("torch.")
-        log.info("the judge computes in %s: %s", self.dtype, self.dtype_reason)
-        self._router = RankRouter(routed_ranks(self._engine.vllm_config.parallel_config))
-        if self._router.ranks > 1:
-            log.info("data parallel over %d ranks: each prompt's reads go to one rank", self._router.ranks)
+        log.info("%s computes in %s: %s", self.role, self.dtype, self.dtype_reason)
 
     def shutdown(self) -> None:
         if self._engine is not None:
@@ -110,6 +102,31 @@ class VllmEngine:
     def is_running(self) -> bool:
         return self._engine is not None and not self._engine.errored
 
+    def requests_in_flight(self) -> int:
+        """Requests the engine holds now (its queue depth); 0 once aborted requests are dropped."""
+        if self._engine is None:
+            return 0
+        return self._engine.output_processor.get_num_unfinished_requests()
+
+
+class VllmEngine(AsyncLLMDriver):
+    """The judge engine (protocol.JudgeEngine) on vLLM's AsyncLLM."""
+
+    def __init__(self, model: str, engine_args: dict[str, Any], read_memo_size: int = DEFAULT_SIZE,
+                 platform_name: str | None = None) -> None:
+        """engine_args: the `AsyncEngineArgs` fields the user set; ours fill the rest (defaults.py).
+        read_memo_size: slot reads kept, so a prompt read again gets the same answer (read_memo.py).
+        platform_name: CPU, GPU or OTHER; vLLM's own platform when None."""
+        super().__init__(model, engine_defaults(engine_args, platform_name or platform()))
+        self._memo = ReadMemo(read_memo_size)
+        self._router = RankRouter(1)  # which data-parallel rank reads a request (data_parallel.py)
+
+    def start(self) -> None:
+        super().start()
+        self._router = RankRouter(routed_ranks(self._engine.vllm_config.parallel_config))
+        if self._router.ranks > 1:
+            log.info("data parallel over %d ranks: each prompt's reads go to one rank", self._router.ranks)
+
     @property
     def block_size(self) -> int:
         """Tokens per KV-cache block: prefix-cache hits come in whole blocks."""
@@ -118,12 +135,6 @@ class VllmEngine:
     async def reset_prefix_cache(self) -> None:
         """Forgets every cached prefix, so a measurement starts from a cold cache."""
         await self._engine.reset_prefix_cache()
-
-    def requests_in_flight(self) -> int:
-        """Requests the engine holds now (its queue depth); 0 once aborted requests are dropped."""
-        if self._engine is None:
-            return 0
-        return self._engine.output_processor.get_num_unfinished_requests()
 
     async def _final_output(self, prompt_ids: list[int], params, affinity: str | None):
         """Runs one request to completion, on the data-parallel rank the router picks for its

@@ -282,7 +282,8 @@ def _shutdown(judge: Judge) -> None:
 async def _watch_engine(judge: Judge, died: asyncio.Event) -> None:
     while judge.running:
         await asyncio.sleep(ENGINE_WATCH_INTERVAL_S)
-    log.error("an engine died; refusing calls and exiting so a supervisor restarts the server")
+    dead = [engine.role for engine in dict.fromkeys(judge.engines) if not engine.is_running]
+    log.error("%s engine died; refusing calls and exiting so a supervisor restarts the server", " and ".join(dead))
     died.set()
 
 

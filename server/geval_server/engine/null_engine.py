@@ -33,6 +33,8 @@ def label_logprob(prompt_key: int, token_id: int) -> float:
 
 
 class NullEngine:
+    role = "the null"  # who computes, in the log
+
     def __init__(
         self,
         model: str,

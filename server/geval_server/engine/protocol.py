@@ -24,6 +24,7 @@ class Engine(Protocol):
     """What the server starts, stops, watches and reports of any engine it runs."""
 
     model: str  # the checkpoint's path
+    role: str  # what it serves, in the log: "the judge", "the reward model"
     settings: dict[str, Any]  # the engine arguments it runs with (GetInfo reports them)
     environment: dict[str, str]  # the engine's environment variables that shape its numbers and speed
     dtype: str | None  # the number format it computes in, once started

@@ -142,7 +142,8 @@ async def add_reward_model(judge: Judge, classifier: ClassifierEngine, checkpoin
                          f"{type(error).__name__}: {error}") from error
     scorer = RewardModelScorer(classifier, checkpoint, chat, Calibration(settings.center, settings.scale))
     judge.scorers[scorer.name] = scorer
-    judge.engines.append(classifier)
+    if classifier is not judge.engine:  # alone (--no-judge), it already stands as the judge's
+        judge.engines.append(classifier)
     (outcome,) = await judge.score([PROBE_ITEM], [[(scorer, 1.0)]])
     if outcome.failure is not None:
         classifier.shutdown()
@@ -163,7 +164,6 @@ async def start_reward_model_alone(config: ServeConfig, classifier: ClassifierEn
     checkpoint = _checkpoint(config)
     judge = Judge(classifier, {}, config.reward_model.path, InlineRubrics(_no_judge, config.limits.max_inline_rubrics),
                   None, config.defences)
-    judge.engines.clear()
     await add_reward_model(judge, classifier, checkpoint, config.reward_model)
     return judge
 
@@ -275,14 +275,14 @@ def settle() -> None:
 
 
 def _shutdown(judge: Judge) -> None:
-    for engine in dict.fromkeys(judge.engines):
+    for engine in judge.engines:
         engine.shutdown()
 
 
 async def _watch_engine(judge: Judge, died: asyncio.Event) -> None:
     while judge.running:
         await asyncio.sleep(ENGINE_WATCH_INTERVAL_S)
-    dead = [engine.role for engine in dict.fromkeys(judge.engines) if not engine.is_running]
+    dead = [engine.role for engine in judge.engines if not engine.is_running]
     log.error("%s engine died; refusing calls and exiting so a supervisor restarts the server", " and ".join(dead))
     died.set()
 

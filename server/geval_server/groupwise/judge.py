@@ -186,7 +186,7 @@ class GroupJudge:
                 plan.outcome(read, request.aggregation), plan.rationales(read) if reasoning else []))
         for result in results:
             if result.failure is None:
-                _combine(result, [weight for _, weight in request.rubrics])
+                combine(result, [weight for _, weight in request.rubrics])
         return results
 
     def _plan(self, index: int, group: Group, texts: list[str], rubric: Rubric, neighbours: int,
@@ -413,8 +413,9 @@ def _anchor_as_read(group: Group, defences: Defences) -> Group:
     return group if anchor == group.anchor else replace(group, anchor=anchor)
 
 
-def _combine(result: GroupResult, weights: Sequence[float]) -> None:
-    """Each member's reward: the weighted mean over rubrics of its group reward."""
+def combine(result: GroupResult, weights: Sequence[float]) -> None:
+    """Each member's reward: the weighted mean over rubrics of its group reward (the judge's
+    comparisons and the reward models' alike; a failed member gets 0.0)."""
     total = sum(weights)
     size = len(result.member_failures)
     result.rewards = [

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from geval_server.groupwise.judge import GroupResult, RubricGroupResult
+from geval_server.groupwise.judge import GroupResult, RubricGroupResult, combine
 from geval_server.groupwise.plan import Group, Schedule
 from geval_server.groupwise.win_matrix import GroupOutcome
 from geval_server.scorers.base import ItemFailure, JudgeInput
@@ -53,12 +53,9 @@ async def judge_groups(groups: Sequence[Group | ItemFailure], scorers: Sequence[
             if result.failure is None:
                 result.per_rubric.append(RubricGroupResult(scorer.name, scorer.content_hash,
                                                            _outcome(result, members, read, scorer)))
-    total = sum(weight for _, weight in scorers)
     for result in results:
         if result.failure is None:
-            result.rewards = [0.0 if failure is not None else
-                              sum(w * r.outcome.rewards[i] for (_, w), r in zip(scorers, result.per_rubric)) / total
-                              for i, failure in enumerate(result.member_failures)]
+            combine(result, [weight for _, weight in scorers])
     return results
 
 
@@ -93,7 +90,6 @@ def add_reward_models(results: Sequence[GroupResult], by_models: Sequence[GroupR
     """Each group's reward-model comparisons beside its judge's (ScoreGroups with both): the
     per-rubric results side by side, each member's reward the weighted mean over all of them
     (weights: the judge's rubrics', then the reward models'); a member failed by either fails."""
-    total = sum(weights)
     for result, other in zip(results, by_models):
         if result.failure is not None:
             continue
@@ -103,6 +99,4 @@ def add_reward_models(results: Sequence[GroupResult], by_models: Sequence[GroupR
         result.prompt_tokens += other.prompt_tokens
         result.alone = result.alone and other.alone
         if len(result.per_rubric) == len(weights):  # a dry run reads none
-            result.rewards = [0.0 if failure is not None else
-                              sum(w * r.outcome.rewards[i] for w, r in zip(weights, result.per_rubric)) / total
-                              for i, failure in enumerate(result.member_failures)]
+            combine(result, weights)

@@ -42,15 +42,14 @@ class Judge:
         inline: InlineRubrics,
         groups: GroupJudge | None,
         defences: DefenceSettings = DefenceSettings(),
-        others: Sequence[ClassifierEngine] = (),
     ) -> None:
         """engine: the judge's (a reward model's where the server serves no judge);
         scorers: the served ones by name; inline: where callers' rubrics are prepared;
         groups: what compares a group's completions on G-Eval rubrics (ScoreGroups; None
         without a judge). defences: which defences guard what a score slot reads
-        (defences/chain.py). others: the engines beside the judge's (a reward model's)."""
+        (defences/chain.py)."""
         self.engine = engine
-        self.engines = [engine, *others]
+        self.engines = [engine]  # every engine the server runs; a reward model's joins beside the judge's
         self.scorers = dict(scorers)
         self.judge_model = judge_model
         self.inline = inline

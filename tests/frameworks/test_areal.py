@@ -24,7 +24,7 @@ AREAL_IMPORTS = [("colorlog", "6.12.0"), ("tenacity", "9.2.1"), ("flask", "3.1.3
                  ("aiofiles", "25.1.0")]
 
 WORKFLOW = r"""
-import asyncio, json, os, socket, time
+import asyncio, json, os, socket
 from areal.api.cli_args import GenerationHyperparameters
 from areal.api.io_struct import ModelResponse
 from areal.api.reward_api import AsyncRewardWrapper
@@ -52,12 +52,11 @@ def episode(reward_fn, reply, answer="R"):
     return asyncio.run(workflow.arun_episode(engine, data))["rewards"].tolist()
 
 def outcome(call):
-    started = time.monotonic()
     try:
         value = call()
     except BaseException as error:
         value = {"error": type(error).__name__, "message": str(error)}
-    return {"value": value, "seconds": time.monotonic() - started}
+    return {"value": value}
 
 def wrapped(reward, timeout_s, **kwargs):
     wrapper = AsyncRewardWrapper(reward, timeout_seconds=timeout_s, max_workers=2, max_retries=0)
@@ -152,18 +151,20 @@ def test_areal_an_item_the_judge_cannot_score_stops_the_episode(outcomes):
 
 
 def test_areal_a_server_that_is_down_raises_through_the_pool(outcomes):
-    """RewardServerError comes back whole from the worker process (it pickles), well inside the
-    wrapper's 15 s: not the BrokenProcessPool an unpicklable error gives, not a 0."""
+    """RewardServerError comes back whole from the worker process (it pickles), inside the
+    wrapper's 15 s (past them the wrapper itself answers 0, as the slow case shows): not the
+    BrokenProcessPool an unpicklable error gives, not a 0."""
     result = outcomes["down"]
     assert result["value"]["error"] == "RewardServerError", result
-    assert "UNAVAILABLE" in result["value"]["message"] and result["seconds"] < 15
+    assert "UNAVAILABLE" in result["value"]["message"]
 
 
 def test_areal_a_slow_server_fails_within_the_wrappers_timeout(outcomes):
-    """The call's deadline ends it before AsyncRewardWrapper's timeout, which would score it 0."""
+    """The call's deadline (1 s) ends it before AsyncRewardWrapper's timeout (3 s here), which
+    would score it 0: the wrapper itself bounds the time, so our error arriving is the check."""
     result = outcomes["slow"]
     assert result["value"]["error"] == "RewardServerError", result
-    assert "DEADLINE_EXCEEDED" in result["value"]["message"] and result["seconds"] < 3
+    assert "DEADLINE_EXCEEDED" in result["value"]["message"]
     # What the deadline prevents: past the wrapper's timeout AReaL trains on 0.
     assert outcomes["slow, past the wrapper"]["value"] == 0
 

@@ -1,0 +1,1 @@
+"""The verifiable rules: pass/fail checks of a completion that need no model."""

@@ -15,12 +15,13 @@ from typing import Any
 from geval_client.transport import TOKEN_ENV, read_token
 
 from geval_server.api.wire import Limits
-from geval_server.config import RewardModelConfig, ServeConfig
+from geval_server.config import ServeConfig
 from geval_server.defences.chain import DefenceSettings
 from geval_server.engine.defaults import defaults_line
 from geval_server.engine.embedded_model import EMBEDDED_MODEL
 from geval_server.engine.flags import add_engine_flags, given_engine_flags
-from geval_server.scorers.reward_model.scorer import NAME as REWARD_MODEL_NAME
+from geval_server.scorers.registry import add_flags as add_kind_flags
+from geval_server.scorers.registry import kind_settings
 
 SERVE_EPILOG = (
     "Flags are listed by group: --help=all shows every flag, --help=<group> one group "
@@ -46,12 +47,12 @@ def _serve_parser():
     server.add_argument("--port", type=int, default=ServeConfig.port, help="0 picks a free port")
     server.add_argument("--rubrics", type=pathlib.Path, action="append", default=[],
                         help="a rubric TOML file or a directory of them, added to the presets (repeatable)")
-    server.add_argument("--default-rubric", default=ServeConfig.default_rubric)
+    server.add_argument("--default-rubric", default=ServeConfig.default_rubric,
+                        help="the rubric of a call that names none (unset: the judge's overall-quality; a reward "
+                             "model's own when it is served without a judge)")
     server.add_argument("--low-confidence-below", type=float, default=ServeConfig.low_confidence_below,
                         help="flag a score whose label mass is under this")
     server.add_argument("--demo", action="store_true", help="score a few example pairs once ready")
-    server.add_argument("--no-semscore", dest="semscore", action="store_false",
-                        help="do not serve SemScore (rubric 'semscore'), saving its embedding model's memory")
     server.add_argument("--keep-score-claims", dest="remove_score_claims", action="store_false",
                         help="judge completions as written: do not remove score claims such as 'Coherence: 5' "
                              "(on by default: small judges copy them)")
@@ -59,27 +60,10 @@ def _serve_parser():
                         help="do not read a completion with a numeral a second time with its numerals masked "
                              "(on by default: the reward is the lower read, so a score claim in any spelling can "
                              "only lower it; costs one more read per such completion)")
-    reward = serve.add_argument_group(
-        "reward-model", "A trained reward model (a sequence classifier) served as rubric 'reward-model', in a second "
-        "vLLM engine beside the judge (docs/scorers.md#reward-model).")
-    reward.add_argument("--reward-model", metavar="PATH",
-                        help="a *ForSequenceClassification checkpoint (Skywork-Reward, ArmoRM, ...) to serve as "
-                             "'reward-model'; its own chat template renders each (prompt, completion)")
-    reward.add_argument("--no-judge", dest="judge", action="store_false",
-                        help="serve the reward model alone, without the judge (MODEL is then not started; "
-                             "G-Eval rubrics are refused); needs --reward-model")
-    reward.add_argument("--reward-model-head", metavar="NAME",
-                        help="the output (id2label name) the reward is made from, for a model with several "
-                             "(unset: the first); every output is reported")
-    reward.add_argument("--reward-model-center", type=float, default=RewardModelConfig.center,
-                        help="without a reference, reward = sigmoid((raw - center) / scale); fit both on your "
-                             "completions with `geval-reward fit-reward-model`")
-    reward.add_argument("--reward-model-scale", type=float, default=RewardModelConfig.scale,
-                        help="see --reward-model-center")
-    reward.add_argument("--reward-model-memory-fraction", type=float, default=RewardModelConfig.memory_fraction,
-                        help="on a GPU, the reward model's share of the memory the judge would have had "
-                             "(--gpu-memory-utilization); the judge keeps the rest. On CPU the reward model gets a "
-                             "1 GiB KV cache beside the judge's")
+    server.add_argument("--no-judge", dest="judge", action="store_false",
+                        help="run no judge (MODEL is not started, and nothing that reads the judge is served: "
+                             "G-Eval and likelihood rubrics are refused); serve a reward model alone, or rules")
+    add_kind_flags(serve)
     access = serve.add_argument_group("access", "Bearer tokens and TLS.")
     access.add_argument("--api-key", nargs="+", metavar="KEY",
                         help="require `authorization: Bearer <key>` with one of these keys on every call but "
@@ -157,42 +141,25 @@ def _serve(argv: list[str]) -> int:
         parser.error("--tls-cert and --tls-key go together")
     if args.max_connection_age_s < 0 or args.max_connection_age_grace_s < 0:
         parser.error("--max-connection-age-s and --max-connection-age-grace-s: must be 0 or more")
-    reward_model = None
-    if args.reward_model is not None:
-        if args.reward_model_scale <= 0:
-            parser.error(f"--reward-model-scale: must be positive, got {args.reward_model_scale}")
-        if not 0 < args.reward_model_memory_fraction < 1:
-            parser.error(f"--reward-model-memory-fraction: must be between 0 and 1, got "
-                         f"{args.reward_model_memory_fraction}")
-        reward_model = RewardModelConfig(args.reward_model, args.reward_model_head, args.reward_model_center,
-                                         args.reward_model_scale, args.reward_model_memory_fraction)
-    elif not args.judge:
-        parser.error("--no-judge serves a reward model alone: give --reward-model PATH")
-    default_rubric = args.default_rubric
     if not args.judge:
         if args.model_tag or "model" in engine_args:
-            parser.error("--no-judge: a judge MODEL was given too; leave it out to serve the reward model alone")
+            parser.error("--no-judge: a judge MODEL was given too; leave it out to serve without a judge")
         if args.rubrics:
-            parser.error("--no-judge: --rubrics need a judge; leave them out to serve the reward model alone")
-        if default_rubric == ServeConfig.default_rubric:
-            default_rubric = REWARD_MODEL_NAME
-        elif default_rubric != REWARD_MODEL_NAME:
-            parser.error(f"--no-judge: --default-rubric {default_rubric!r} needs a judge; the reward model alone "
-                         f"serves {REWARD_MODEL_NAME!r}")
+            parser.error("--no-judge: --rubrics need a judge; leave them out to serve without a judge")
     if args.read_memo_size < 0:
         parser.error(f"--read-memo-size: must be 0 or more, got {args.read_memo_size}")
     config = ServeConfig(
         model=_model(args, engine_args, parser), host=args.host, port=args.port, rubric_paths=args.rubrics,
-        default_rubric=default_rubric, low_confidence_below=args.low_confidence_below,
+        default_rubric=args.default_rubric, low_confidence_below=args.low_confidence_below,
         engine_args=engine_args, demo=args.demo, auth_tokens=_auth_tokens(args, parser),
         tls_cert=args.tls_cert, tls_key=args.tls_key, metrics_port=args.metrics_port,
         limits=Limits(max_items=args.max_items_per_request, max_field_chars=args.max_field_chars,
                       max_inline_rubrics=args.max_inline_rubrics),
         max_pending_items=args.max_pending_items, max_message_bytes=args.max_message_mb * 1024 * 1024,
         shutdown_grace_s=args.shutdown_grace_s, max_connection_age_s=args.max_connection_age_s,
-        max_connection_age_grace_s=args.max_connection_age_grace_s, semscore=args.semscore,
+        max_connection_age_grace_s=args.max_connection_age_grace_s,
         defences=DefenceSettings(args.remove_score_claims, args.masked_read_bound),
-        read_memo_size=args.read_memo_size, reward_model=reward_model, judge=args.judge,
+        read_memo_size=args.read_memo_size, judge=args.judge, kinds=kind_settings(args, parser),
     )
     return asyncio.run(serve(config))
 

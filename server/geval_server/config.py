@@ -11,9 +11,13 @@ from geval_client.defaults import DEFAULT_PORT, DEFAULT_TIMEOUT_S
 
 from geval_server.api.wire import Limits
 from geval_server.defences.chain import DefenceSettings
-from geval_server.engine.defaults import REWARD_MODEL_MEMORY_FRACTION
 from geval_server.engine.read_memo import DEFAULT_SIZE as DEFAULT_READ_MEMO_SIZE
-from geval_server.scorers.geval.rubrics import DEFAULT_RUBRIC
+
+
+def _default_kinds() -> dict[str, Any]:
+    from geval_server.scorers.registry import default_settings
+
+    return default_settings()
 
 
 @dataclass
@@ -24,7 +28,7 @@ class ServeConfig:
     host: str = "127.0.0.1"
     port: int = DEFAULT_PORT
     rubric_paths: list[pathlib.Path] = field(default_factory=list)
-    default_rubric: str = DEFAULT_RUBRIC
+    default_rubric: str | None = None  # None: the first served kind's default (scorers/registry.py)
     low_confidence_below: float = 0.5
     engine_args: dict[str, Any] = field(default_factory=dict)
     demo: bool = False
@@ -41,19 +45,8 @@ class ServeConfig:
     max_connection_age_s: float = 300.0
     # How long calls on such a connection may still take: a client's default deadline.
     max_connection_age_grace_s: float = DEFAULT_TIMEOUT_S
-    semscore: bool = True
     defences: DefenceSettings = field(default_factory=DefenceSettings)
     read_memo_size: int = DEFAULT_READ_MEMO_SIZE
-    reward_model: RewardModelConfig | None = None  # serve --reward-model
-    judge: bool = True  # False: the reward model alone (serve --no-judge)
-
-
-@dataclass(frozen=True)
-class RewardModelConfig:
-    """serve --reward-model PATH and its flags."""
-
-    path: str
-    head: str | None = None  # the output the reward is made from; None: the first
-    center: float = 0.0
-    scale: float = 1.0
-    memory_fraction: float = REWARD_MODEL_MEMORY_FRACTION  # its share of a GPU shared with the judge
+    judge: bool = True  # False: no judge engine, and no kind that reads it (serve --no-judge)
+    # each served kind's settings by its name (scorers/kind.py); built in code, every kind at its flags' defaults
+    kinds: dict[str, Any] = field(default_factory=_default_kinds)

@@ -45,6 +45,11 @@ READ_MEMO_HITS = Counter(
     registry=REGISTRY,
 )
 
+ITEMS_GATED = Counter(
+    "geval_items_gated",
+    "Items (and group members) that failed the request's gate: no scorer read them, so the judge did not either",
+    registry=REGISTRY,
+)
 SCORE_CLAIMS_REMOVED = Counter(
     "geval_score_claims_removed",
     "Score claims (`Coherence: 5`) removed in completions: a policy learning to write them shows here",

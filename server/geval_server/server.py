@@ -8,6 +8,7 @@ import gc
 import logging
 import signal
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import grpc
 from geval_client.pb import reward_pb2, reward_pb2_grpc
@@ -17,29 +18,18 @@ from grpc_reflection.v1alpha import reflection
 from geval_server.api.auth import TokenAuthInterceptor
 from geval_server.api.calls import CallInterceptor
 from geval_server.api.servicer import RewardService
-from geval_server.api.wire import Limits
-from geval_server.config import RewardModelConfig, ServeConfig
-from geval_server.defences.chain import DefenceSettings
-from geval_server.engine.defaults import split_memory
+from geval_server.config import ServeConfig
 from geval_server.engine.embedded_model import resolve_model
-from geval_server.engine.protocol import ClassifierEngine, JudgeEngine, judge_identity
+from geval_server.engine.protocol import ClassifierEngine, Engine, JudgeEngine, judge_identity
 from geval_server.engine.tokenization import JudgeTokenizerError, Tokenization
 from geval_server.engine.vllm_classifier import VllmClassifier
-from geval_server.engine.vllm_engine import VllmEngine, platform
-from geval_server.groupwise.judge import GroupJudge
+from geval_server.engine.vllm_engine import VllmEngine
 from geval_server.judge.judge import Judge
 from geval_server.metrics import serve_metrics
-from geval_server.scorers.base import JudgeInput, Scorer
-from geval_server.scorers.geval.inline import InlineRubrics
-from geval_server.scorers.geval.rubrics import Rubric, RubricError, load_rubrics, rubric_files
-from geval_server.scorers.geval.scorer import GEvalPreparer
-from geval_server.scorers.geval.slot import LabelTokenError
-from geval_server.scorers.likelihood.scorer import LikelihoodScorer
-from geval_server.scorers.likelihood.spec import LikelihoodSpec, load_specs
-from geval_server.scorers.reward_model.chat import ChatRenderer
-from geval_server.scorers.reward_model.checkpoint import Checkpoint, RewardModelError, read_checkpoint
-from geval_server.scorers.reward_model.scorer import Calibration, RewardModelScorer
-from geval_server.scorers.semscore import EmbeddingModel, SemScoreScorer
+from geval_server.scorers.base import JudgeInput, Scorer, Unservable
+from geval_server.scorers.inline import InlineRubrics
+from geval_server.scorers.kind import JudgeContext, ScorerKind, StartContext
+from geval_server.scorers.registry import KINDS
 
 log = logging.getLogger(__name__)
 
@@ -60,157 +50,122 @@ PROBE_ITEM = JudgeInput(prompt="What is 2 + 2?", completion="2 + 2 is 4.", refer
 
 async def start_judge(config: ServeConfig, make_engine: Callable[..., JudgeEngine] = VllmEngine,
                       make_classifier: Callable[..., ClassifierEngine] = VllmClassifier) -> Judge:
-    """Starts the engines, prepares every scorer and scores a probe item: a judge the server
+    """Starts the judge's engine (unless serve --no-judge) and every served kind of scorer
+    (scorers/registry.py), then scores a probe item with the default rubric: a judge the server
     cannot drive fails here with its cause (SystemExit), never at the first call.
-    make_engine(model_path, engine_args, read_memo_size): the engine to drive (protocol.py);
-    make_classifier(path, engine_args): the reward model's, with --reward-model."""
-    engine_args, classifier_args = config.engine_args, {}
-    if config.reward_model is not None:
-        engine_args, classifier_args = split_memory(config.engine_args, platform(), config.reward_model.memory_fraction,
-                                                    judge=config.judge)
-    if not config.judge:
-        return await start_reward_model_alone(config, make_classifier(config.reward_model.path, classifier_args))
+    make_engine(model_path, engine_args, read_memo_size): the judge's engine (engine/protocol.py);
+    make_classifier(path, engine_args): a classifier's, for a kind that serves one."""
+    kinds = [(kind, config.kinds[kind.name]) for kind in KINDS
+             if kind.name in config.kinds and (config.judge or not kind.needs_judge)]
+    checked = [(kind, kind.check(settings, config)) for kind, settings in kinds]  # files read before engines start
+    judge_context = _start_judge_engine(config, kinds, make_engine) if config.judge else None
+    engines = [judge_context.engine] if judge_context is not None else []
+    judge = None
+    try:
+        judge = await serve_kinds(config, judge_context, checked, make_classifier)
+        await probe_judge(judge, judge.default_rubric)
+    except (Unservable, JudgeStartError) as error:
+        _shutdown(judge.engines if judge is not None else engines)
+        raise SystemExit(f"geval-reward: cannot serve judge {config.model}: {error}") from error
+    except BaseException:
+        _shutdown(judge.engines if judge is not None else engines)
+        raise
+    return judge
+
+
+async def serve_kinds(config: ServeConfig, judge_context: JudgeContext | None,
+                      checked: Sequence[tuple[ScorerKind, Any]],
+                      make_classifier: Callable[..., ClassifierEngine] = VllmClassifier) -> Judge:
+    """The judge over a started judge engine (or none): each kind started with what its `check`
+    read, its scorers served by name and its inline specs prepared as they come; the default
+    rubric resolved. An engine a kind started is shut down with the others if a later one fails."""
+    engines = [judge_context.engine] if judge_context is not None else []
+    preparers: dict[type, Callable] = {}
+    judge = Judge(engines, {}, config.model if judge_context is not None else "",
+                  InlineRubrics(_dispatch(preparers), config.limits.max_inline_rubrics), config.defences)
+    context = StartContext(config, judge_context, lambda scorer: _probe(judge, scorer), make_classifier)
+    defaults: list[str] = []
+    try:
+        for kind, value in checked:
+            served = await kind.start(value, context)
+            judge.engines += served.engines
+            for scorer in served.scorers:
+                if scorer.name in judge.scorers:
+                    kinds = f"{judge.scorers[scorer.name].kind} and {scorer.kind}"
+                    raise SystemExit(f"geval-reward: two scorers are named {scorer.name!r} ({kinds}); rename one")
+                judge.scorers[scorer.name] = scorer
+            preparers.update(served.inline)
+            defaults += [served.default] if served.default else []
+        if judge_context is None and judge.engines:
+            judge.judge_model = judge.engines[0].model
+        judge.refresh()
+        judge.default_rubric = _default_rubric(config, judge.scorers, defaults)
+    except BaseException:
+        _shutdown(judge.engines[len(engines):])
+        raise
+    return judge
+
+
+def _start_judge_engine(config: ServeConfig, kinds: list, make_engine: Callable[..., JudgeEngine]) -> JudgeContext:
+    """The judge's tokenizer checked, then its engine started, with what other kinds' engines
+    take from its memory set aside."""
     from transformers import AutoTokenizer
 
-    # Fail on a bad rubric file before the slow engine start.
-    files = rubric_files(config.rubric_paths)
-    rubrics, likelihood = load_rubrics(config.rubric_paths), load_specs(files)
-    both = sorted(set(rubrics) & set(likelihood))
-    if both:
-        raise SystemExit(f"--rubrics: {both} named both a G-Eval rubric and a likelihood scorer")
-    if config.default_rubric not in {**rubrics, **likelihood}:
-        raise SystemExit(f"--default-rubric: unknown rubric {config.default_rubric!r}; "
-                         f"known: {sorted({**rubrics, **likelihood})}")
     model_path = resolve_model(config.model)
     try:  # the tokenizer is checked before the slow engine start
         tokenization = Tokenization(AutoTokenizer.from_pretrained(model_path))
     except JudgeTokenizerError as error:
         raise SystemExit(f"geval-reward: cannot serve judge {config.model}: {error}") from error
-    checkpoint = _checkpoint(config)
+    engine_args = config.engine_args
+    for kind, settings in kinds:
+        engine_args = kind.judge_engine_args(settings, engine_args, judge=True)
     engine = make_engine(model_path, engine_args, config.read_memo_size)
     engine.start()
-    classifier = None
-    try:
-        judge = await prepare_judge(
-            engine, tokenization, judge_model=config.model, rubrics=list(rubrics.values()),
-            likelihood=list(likelihood.values()), embedding_model=EmbeddingModel() if config.semscore else None,
-            low_confidence_below=config.low_confidence_below, defences=config.defences,
-            max_inline_rubrics=config.limits.max_inline_rubrics,
-        )
-        await probe_judge(judge, config.default_rubric)
-        if checkpoint is not None:
-            classifier = make_classifier(checkpoint.path, classifier_args)
-            await add_reward_model(judge, classifier, checkpoint, config.reward_model)
-    except (LabelTokenError, RubricError, JudgeStartError) as error:
-        engine.shutdown()
-        raise SystemExit(f"geval-reward: cannot serve judge {config.model}: {error}") from error
-    except BaseException:
-        engine.shutdown()
-        raise
-    return judge
+    return JudgeContext(engine, tokenization, config.model, judge_identity(config.model, engine.dtype))
 
 
-def _checkpoint(config: ServeConfig) -> Checkpoint | None:
-    """The reward model's checkpoint, checked before any engine starts (SystemExit naming the flag)."""
-    if config.reward_model is None:
-        return None
-    trust = bool(config.engine_args.get("trust_remote_code"))
-    try:
-        return read_checkpoint(config.reward_model.path, config.reward_model.head, trust)
-    except RewardModelError as error:
-        raise SystemExit(f"geval-reward: {error}") from error
+def _default_rubric(config: ServeConfig, scorers: dict[str, Scorer], defaults: list[str]) -> str:
+    """The rubric a call without rubrics is scored with: --default-rubric, else the first served
+    kind's offer (the judge's overall-quality; a reward model served alone, its own)."""
+    if config.default_rubric is not None:
+        if config.default_rubric not in scorers:
+            raise SystemExit(f"--default-rubric: unknown rubric {config.default_rubric!r}; known: {sorted(scorers)}")
+        return config.default_rubric
+    if not defaults:
+        raise SystemExit("geval-reward: no default rubric: without a judge (serve --no-judge) serve a reward model "
+                         f"(--reward-model) or name one of {sorted(scorers)} with --default-rubric")
+    return defaults[0]
 
 
-async def add_reward_model(judge: Judge, classifier: ClassifierEngine, checkpoint: Checkpoint,
-                           settings: RewardModelConfig) -> None:
-    """Starts the reward model's engine and serves it as `reward-model` beside the judge's
-    scorers, after a probe item; a model vLLM refuses, or one that cannot score, fails here
-    (SystemExit naming --reward-model) and its engine is shut down."""
-    from transformers import AutoTokenizer
+def _dispatch(preparers: dict[type, Callable]) -> Callable:
+    """Prepares an inline spec with the kind that took its type; a spec of a kind not served
+    (one that reads the judge, under serve --no-judge) is refused as the caller's to fix."""
 
-    path = checkpoint.path
-    try:
-        trust = bool(classifier.settings.get("trust_remote_code"))
-        chat = ChatRenderer(Tokenization(AutoTokenizer.from_pretrained(path, trust_remote_code=trust)))
-    except (JudgeTokenizerError, RewardModelError) as error:
-        raise SystemExit(f"geval-reward: --reward-model {path}: {error}") from error
-    try:
-        classifier.start()
-    except Exception as error:  # vLLM refuses the checkpoint (architecture, task, memory)
-        classifier.shutdown()
-        raise SystemExit(f"geval-reward: --reward-model {path}: vLLM cannot serve it as a classifier: "
-                         f"{type(error).__name__}: {error}") from error
-    scorer = RewardModelScorer(classifier, checkpoint, chat, Calibration(settings.center, settings.scale))
-    judge.scorers[scorer.name] = scorer
-    if classifier is not judge.engine:  # alone (--no-judge), it already stands as the judge's
-        judge.engines.append(classifier)
-    (outcome,) = await judge.score([PROBE_ITEM], [[(scorer, 1.0)]])
-    if outcome.failure is not None:
-        classifier.shutdown()
-        raise SystemExit(f"geval-reward: --reward-model {path}: scoring a probe item failed "
-                         f"({outcome.failure.code}): {outcome.failure.message}")
-    log.info("serving reward model %s as %r (head %r of %s)", path, scorer.name,
-             checkpoint.heads[checkpoint.head], list(checkpoint.heads))
+    async def prepare(spec):
+        prepare_kind = preparers.get(type(spec))
+        if prepare_kind is None:
+            raise Unservable(f"this server does not serve rubrics like {spec.name!r}: their kind reads the judge, "
+                             "which this server does not run (serve --no-judge)")
+        return await prepare_kind(spec)
 
-
-async def _no_judge(rubric: Rubric) -> Scorer:
-    raise RubricError("this server serves a reward model without a judge (serve --no-judge): "
-                      "G-Eval rubrics need a judge")
-
-
-async def start_reward_model_alone(config: ServeConfig, classifier: ClassifierEngine) -> Judge:
-    """A server for the reward model alone (serve --no-judge): its engine stands where the
-    judge's would, and rubrics other than `reward-model` are refused."""
-    checkpoint = _checkpoint(config)
-    judge = Judge(classifier, {}, config.reward_model.path, InlineRubrics(_no_judge, config.limits.max_inline_rubrics),
-                  None, config.defences)
-    await add_reward_model(judge, classifier, checkpoint, config.reward_model)
-    return judge
+    return prepare
 
 
 class JudgeStartError(RuntimeError):
     """The judge started but cannot score."""
 
 
+async def _probe(judge: Judge, scorer: Scorer) -> str | None:
+    """PROBE_ITEM scored with `scorer` as a call would; None, or how it failed."""
+    (outcome,) = await judge.score([PROBE_ITEM], [[(scorer, 1.0)]])
+    return None if outcome.failure is None else f"({outcome.failure.code}): {outcome.failure.message}"
+
+
 async def probe_judge(judge: Judge, rubric: str) -> None:
     """Scores PROBE_ITEM with `rubric` as a call would; raises JudgeStartError naming the failure."""
-    (outcome,) = await judge.score([PROBE_ITEM], [[(judge.scorers[rubric], 1.0)]])
-    if outcome.failure is not None:
-        raise JudgeStartError(
-            f"scoring a probe item with rubric {rubric!r} failed ({outcome.failure.code}): {outcome.failure.message}"
-        )
-
-
-async def prepare_judge(
-    engine: JudgeEngine,
-    tokenization: Tokenization,
-    *,
-    judge_model: str,
-    rubrics: Sequence[Rubric],
-    likelihood: Sequence[LikelihoodSpec] = (),
-    embedding_model: EmbeddingModel | None = None,
-    low_confidence_below: float = ServeConfig.low_confidence_below,
-    defences: DefenceSettings = DefenceSettings(),
-    max_inline_rubrics: int = Limits.max_inline_rubrics,
-) -> Judge:
-    """The judge over a started engine: a G-Eval scorer per rubric, a likelihood scorer per
-    spec, SemScore beside them when its model is given, callers' rubrics prepared as they
-    come, behind the defences. The defences change what the judge reads, so they are part
-    of every rubric's hash; the number format changes what the judge computes, so the
-    hashes name the judge with it."""
-    identity = judge_identity(judge_model, engine.dtype)
-    preparer = GEvalPreparer(engine, tokenization, identity, low_confidence_below, defences.policy)
-    served = await asyncio.gather(*(preparer.scorer(rubric) for rubric in rubrics))  # steps written in one batch
-    scorers: dict[str, Scorer] = {scorer.name: scorer for scorer in served}
-    for spec in likelihood:
-        scorers[spec.name] = LikelihoodScorer(spec, engine, tokenization, identity)
-    if embedding_model is not None:
-        semscore = SemScoreScorer(embedding_model)
-        scorers[semscore.name] = semscore
-        log.info("serving SemScore as rubric %r (%s)", semscore.name, embedding_model.description)
-    inline = InlineRubrics(preparer.scorer, max_inline_rubrics)
-    groups = GroupJudge(engine, tokenization, preparer.vocabulary)
-    return Judge(engine, scorers, judge_model, inline, groups, defences)
+    failure = await _probe(judge, judge.scorers[rubric])
+    if failure is not None:
+        raise JudgeStartError(f"scoring a probe item with rubric {rubric!r} failed {failure}")
 
 
 def _bind(server: grpc.aio.Server, config: ServeConfig) -> int:
@@ -242,15 +197,19 @@ def build_server(judge: Judge, config: ServeConfig) -> tuple[grpc.aio.Server, he
     # The call log first: it is outermost, so it sees (and logs) the calls auth refuses.
     interceptors = [CallInterceptor()] + ([TokenAuthInterceptor(config.auth_tokens)] if config.auth_tokens else [])
     server = grpc.aio.server(options=server_options(config), interceptors=interceptors)
-    settings = {key: str(value) for key, value in judge.engine.settings.items()}
-    settings.update(judge.engine.environment)
-    settings["max_model_len"] = str(judge.engine.max_model_len)
-    settings["dtype"], settings["dtype_reason"] = judge.engine.dtype, judge.engine.dtype_reason
-    settings["model_path"] = judge.engine.model
-    for other in judge.engines[1:]:  # the reward model's, beside the judge
-        settings.update({f"reward_model.{key}": str(value) for key, value in other.settings.items()})
+    settings: dict[str, str] = {}
+    if judge.engines:  # the first engine's settings unprefixed: the judge's (a reward model's served alone)
+        first = judge.engine
+        settings.update({key: str(value) for key, value in first.settings.items()})
+        settings.update(first.environment)
+        settings["max_model_len"] = str(first.max_model_len)
+        settings["dtype"], settings["dtype_reason"] = first.dtype, first.dtype_reason
+        settings["model_path"] = first.model
+    for other in judge.engines[1:]:  # beside the judge, each under its role: reward_model.max_model_len
+        prefix = other.role.removeprefix("the ").replace(" ", "_")
+        settings.update({f"{prefix}.{key}": str(value) for key, value in other.settings.items()})
     service = RewardService(
-        judge, config.default_rubric, settings, config.limits, config.max_pending_items, config.low_confidence_below
+        judge, judge.default_rubric, settings, config.limits, config.max_pending_items, config.low_confidence_below
     )
     reward_pb2_grpc.add_RewardServiceServicer_to_server(service, server)
     health_servicer = health.aio.HealthServicer()
@@ -274,8 +233,8 @@ def settle() -> None:
     enable_envs_cache()
 
 
-def _shutdown(judge: Judge) -> None:
-    for engine in judge.engines:
+def _shutdown(engines: Sequence[Engine]) -> None:
+    for engine in engines:
         engine.shutdown()
 
 
@@ -297,7 +256,7 @@ async def serve(config: ServeConfig) -> int:
         loop.add_signal_handler(signum, stop.set)
     judge = await start_judge(config)
     if stop.is_set():
-        _shutdown(judge)
+        _shutdown(judge.engines)
         return 0
     server, health_servicer, port = build_server(judge, config)
     settle()
@@ -311,7 +270,7 @@ async def serve(config: ServeConfig) -> int:
         "serving judge %s on %s:%d (%s, %s); rubrics: %s (default %s)",
         config.model, config.host, port, "TLS" if config.tls_cert else "plaintext",
         "token required" if config.auth_tokens else "no auth", ", ".join(sorted(judge.scorers)),
-        config.default_rubric,
+        judge.default_rubric,
     )
     print(f"geval-reward: ready on {config.host}:{port}", flush=True)
 
@@ -328,6 +287,6 @@ async def serve(config: ServeConfig) -> int:
     log.info("shutting down: finishing in-flight calls (grace %.0f s)", grace)
     await server.stop(grace=grace)
     watcher.cancel()
-    _shutdown(judge)
+    _shutdown(judge.engines)
     log.info("stopped")
     return EXIT_ENGINE_DIED if died.is_set() else 0

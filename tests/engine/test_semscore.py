@@ -3,9 +3,9 @@
 import asyncio
 
 import pytest
-from geval_server.scorers.base import JudgeInput, Kind
+from geval_server.scorers.base import JudgeInput
 from geval_server.scorers.scoring_mode import Logprobs
-from geval_server.scorers.semscore import (
+from geval_server.scorers.semscore.scorer import (
     MODEL_NAME,
     EmbeddingModel,
     SemScoreDetails,
@@ -41,7 +41,7 @@ def test_the_scorer_gives_the_cosine_and_its_clipped_reward(model):
     assert all(isinstance(s, SemScoreResult) for s in scores)  # a cosine, no score slot read
     assert [s.cosine for s in scores] == pytest.approx(cosines)
     assert [s.reward for s in scores] == pytest.approx([reward_from_cosine(c) for c in cosines])
-    assert scorer.info().kind is Kind.SEMSCORE and scorer.info().uses_reference
+    assert scorer.info().kind == "semscore" and scorer.info().uses_reference
 
 
 def test_each_completion_needs_its_reference(model):

@@ -5,7 +5,7 @@ their boundaries; for a pair and for a list of the whole group."""
 import pytest
 from geval_server.engine.tokenization import Tokenization
 from geval_server.groupwise.plan import cyclic_shifts
-from geval_server.groupwise.prompt import ComparisonPrompt
+from geval_server.scorers.geval.groups.prompt import ComparisonPrompt
 from geval_server.scorers.geval.rubrics import load_rubrics
 from geval_server.scorers.geval.slot import LabelVocabulary
 

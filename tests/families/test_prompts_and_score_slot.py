@@ -4,9 +4,9 @@ token, a small fake."""
 
 import pytest
 from geval_server.engine.tokenization import Tokenization
-from geval_server.scorers.base import JudgeInput
+from geval_server.scorers.base import JudgeInput, render_chat
 from geval_server.scorers.geval.expected_score import Scale
-from geval_server.scorers.geval.prompts import form_text, framing_text, render_chat
+from geval_server.scorers.geval.prompts import form_text, framing_text
 from geval_server.scorers.geval.rubrics import load_rubrics
 from geval_server.scorers.geval.scorer import prepare_rubric
 from geval_server.scorers.geval.slot import LabelVocabulary, find_score_slot

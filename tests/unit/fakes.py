@@ -3,10 +3,17 @@
 import asyncio
 import math
 
+from geval_server.config import ServeConfig
 from geval_server.defences.chain import DefenceSettings
+from geval_server.engine.protocol import judge_identity
 from geval_server.engine.tokenization import Tokenization
+from geval_server.scorers.geval.kind import GEvalKind
 from geval_server.scorers.geval.rubrics import load_rubrics
-from geval_server.server import prepare_judge
+from geval_server.scorers.kind import JudgeContext
+from geval_server.scorers.likelihood.kind import LikelihoodKind
+from geval_server.scorers.rules.kind import RulesKind
+from geval_server.scorers.semscore.scorer import SemScoreScorer
+from geval_server.server import serve_kinds
 
 
 def SpaceDigitTokenizer():
@@ -43,17 +50,32 @@ class RecordingEngine:
         return {t: math.log(0.1) for t in token_ids}
 
 
+def judge_over(engine, tokenization, rubrics, likelihood=(), embedding_model=None, low_confidence_below=0.5,
+               defences=DefenceSettings(), rules=False):
+    """A judge served as the server serves one (server.serve_kinds), over a given engine and
+    tokenizer, with just these G-Eval rubrics and likelihood specs; SemScore on `embedding_model`
+    where given; the rules (math-equal, exact-match, inline regex and json) with rules=True."""
+    config = ServeConfig(model="fake-judge", default_rubric=rubrics[0].name, low_confidence_below=low_confidence_below,
+                         defences=defences, kinds={})
+    context = JudgeContext(engine, tokenization, "fake-judge", judge_identity("fake-judge", engine.dtype))
+    checked = [(GEvalKind(), {rubric.name: rubric for rubric in rubrics}),
+               (LikelihoodKind(), {spec.name: spec for spec in likelihood})] + ([(RulesKind(), ())] if rules else [])
+    judge = asyncio.run(serve_kinds(config, context, checked))
+    if embedding_model is not None:
+        semscore = SemScoreScorer(embedding_model)
+        judge.scorers[semscore.name] = semscore
+        judge.refresh()
+    return judge
+
+
 def fake_judge(rubrics=("summeval-coherence",), remove_score_claims=True, embedding_model=None,
-               masked_read_bound=True):
+               masked_read_bound=True, rules=False):
     """A judge assembled as the server does, over the recording engine and the fake tokenizer:
     (judge, engine, tokenization)."""
     engine, tokenization = RecordingEngine(), Tokenization(SpaceDigitTokenizer())
     presets = load_rubrics()
-    judge = asyncio.run(prepare_judge(
-        engine, tokenization, judge_model="fake-judge", rubrics=[presets[name] for name in rubrics],
-        embedding_model=embedding_model, low_confidence_below=0.5,
-        defences=DefenceSettings(remove_score_claims, masked_read_bound),
-    ))
+    judge = judge_over(engine, tokenization, [presets[name] for name in rubrics], embedding_model=embedding_model,
+                       defences=DefenceSettings(remove_score_claims, masked_read_bound), rules=rules)
     return judge, engine, tokenization
 
 

@@ -7,8 +7,7 @@ from __future__ import annotations
 from geval_client import make_item
 from geval_client.pb import reward_pb2
 from geval_server.api.wire import validate
-from geval_server.scorers.base import JudgeInput
-from geval_server.scorers.geval.prompts import render_chat
+from geval_server.scorers.base import JudgeInput, render_chat
 from geval_server.scorers.geval.rubrics import load_rubrics
 
 RUBRICS = {name: rubric.uses_reference for name, rubric in load_rubrics().items()}

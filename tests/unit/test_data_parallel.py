@@ -10,7 +10,6 @@ from types import SimpleNamespace
 import pytest
 from geval_client.pb import reward_pb2
 from geval_server.api.wire import validate_groups
-from geval_server.defences.chain import DefenceSettings
 from geval_server.engine.data_parallel import RankRouter, routed_ranks
 from geval_server.engine.null_engine import NullEngine
 from geval_server.engine.protocol import Generation
@@ -19,9 +18,8 @@ from geval_server.scorers.base import JudgeInput
 from geval_server.scorers.geval.rubrics import load_rubrics, rubric_files
 from geval_server.scorers.likelihood.spec import load_specs
 from geval_server.scorers.scoring_mode import Logprobs, Reasoning, Sampling
-from geval_server.server import prepare_judge
 
-from tests.unit.fakes import SpaceDigitTokenizer
+from tests.unit.fakes import SpaceDigitTokenizer, judge_over
 
 RUBRICS = ("summeval-coherence", "summeval-fluency")
 LIKELIHOOD = "likelihood-summeval-coherence"
@@ -130,10 +128,8 @@ def _judge():
     tokenization = Tokenization(SpaceDigitTokenizer())
     engine = KeyedEngine(tokenization)
     presets = load_rubrics()
-    judge = asyncio.run(prepare_judge(
-        engine, tokenization, judge_model="fake-judge", rubrics=[presets[name] for name in RUBRICS],
-        likelihood=[load_specs(rubric_files())[LIKELIHOOD]], defences=DefenceSettings(),
-    ))
+    judge = judge_over(engine, tokenization, [presets[name] for name in RUBRICS],
+                       likelihood=[load_specs(rubric_files())[LIKELIHOOD]])
     return judge, engine
 
 

@@ -44,7 +44,7 @@ class SwayedEngine:
 def _rewards(completions, bound=True, prompt="An article.", engine_out=None):
     judge, _, tokenization = fake_judge(masked_read_bound=bound)
     engine = SwayedEngine(tokenization)
-    judge.groups._engine = engine
+    judge.scorers["summeval-coherence"].comparer.groups._engine = engine
     request = reward_pb2.ScoreGroupsRequest(groups=[reward_pb2.Group(text=prompt, completions=completions)])
     valid = validate_groups(request, judge.needs_reference, "summeval-coherence")
     [result] = asyncio.run(judge.score_groups(valid))

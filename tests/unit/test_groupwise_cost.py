@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 from geval_server.defences.chain import DefenceSettings, defences_for
-from geval_server.groupwise.judge import GroupJudge, GroupRequest
 from geval_server.groupwise.plan import Group, Schedule, cost
 from geval_server.groupwise.win_matrix import Aggregation
+from geval_server.scorers.geval.groups.judge import GroupJudge, GroupRequest
 from geval_server.scorers.geval.rubrics import load_rubrics
 
 from tests.unit.test_groupwise_copies import StrengthEngine

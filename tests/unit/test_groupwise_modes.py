@@ -15,10 +15,11 @@ from geval_server.api.wire import RequestError, group_result, validate_groups
 from geval_server.defences.chain import DefenceSettings, defences_for
 from geval_server.engine.protocol import Generation
 from geval_server.engine.tokenization import Tokenization
-from geval_server.groupwise.judge import ANCHOR, GroupJudge, GroupRequest
 from geval_server.groupwise.plan import Group, Schedule, cost
-from geval_server.groupwise.prompt import PAIR
+from geval_server.groupwise.results import ANCHOR
 from geval_server.groupwise.win_matrix import Aggregation
+from geval_server.scorers.geval.groups.judge import GroupJudge, GroupRequest
+from geval_server.scorers.geval.groups.prompt import PAIR
 from geval_server.scorers.scoring_mode import Logprobs, Reasoning, Sampling
 
 from tests.unit.test_groupwise_copies import COPIES, GROUP, RESPONSE, RUBRIC, STRENGTH, StrengthEngine

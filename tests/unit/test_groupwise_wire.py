@@ -5,8 +5,8 @@ import pytest
 from geval_client.pb import reward_pb2
 from geval_client.types import group_result as client_group_result
 from geval_server.api.wire import RequestError, group_result, validate_groups
-from geval_server.groupwise.judge import GroupResult
 from geval_server.groupwise.plan import Schedule
+from geval_server.groupwise.results import GroupResult
 from geval_server.groupwise.win_matrix import Aggregation
 
 SERVED = {"summeval-coherence": False}

@@ -10,8 +10,8 @@ from geval_client.requests import score_request
 from geval_server.api.wire import Limits, RequestError, validate
 from geval_server.judge.inputs import UnservableRubric
 from geval_server.scorers.base import ItemFailure, JudgeInput
-from geval_server.scorers.geval.inline import InlineRubrics
 from geval_server.scorers.geval.rubrics import Rubric, load_rubrics
+from geval_server.scorers.inline import InlineRubrics
 
 from tests.unit.fakes import fake_judge
 

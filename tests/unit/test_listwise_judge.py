@@ -12,10 +12,10 @@ from geval_server.api.wire import RequestError, validate_groups
 from geval_server.defences.boundaries import COMPLETION_TAG
 from geval_server.defences.chain import DefenceSettings, defences_for
 from geval_server.engine.tokenization import Tokenization
-from geval_server.groupwise.judge import GroupJudge, GroupRequest
 from geval_server.groupwise.plan import Group, Schedule
-from geval_server.groupwise.prompt import ComparisonPrompt
 from geval_server.groupwise.win_matrix import Aggregation
+from geval_server.scorers.geval.groups.judge import GroupJudge, GroupRequest
+from geval_server.scorers.geval.groups.prompt import ComparisonPrompt
 from geval_server.scorers.geval.rubrics import load_rubrics
 
 RESPONSE = re.compile(rf"Response ([A-Z]):\n\n<{COMPLETION_TAG}>\n(.*?)\n</{COMPLETION_TAG}>", re.S)

@@ -12,7 +12,7 @@ from geval_server.defences.numeral_mask import MASK, mask_numerals, numerals
 from geval_server.defences.reader_text import reader_view
 from geval_server.judge.judge import Judge
 from geval_server.judge.outcomes import bound_summaries
-from geval_server.scorers.base import JudgeInput, Kind
+from geval_server.scorers.base import JudgeInput
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -64,8 +64,10 @@ class _Read:
 class _Slot:
     """A scorer that reads a score slot: 0.3, plus 0.5 when the completion says 5."""
 
-    kind = Kind.GEVAL
+    kind = "geval"
     reads_score_slot = True
+    can_gate = False
+    comparer = None
     name = "coherence"
     needs_reference = False
 
@@ -86,7 +88,7 @@ class _Slot:
 def _score(completions, bound=True, prompt="An article."):
     scorer = _Slot()
     defences = DefenceSettings(remove_score_claims=False, masked_read_bound=bound)
-    judge = Judge(None, {"coherence": scorer}, "fake", None, None, defences)
+    judge = Judge([], {"coherence": scorer}, "fake", None, defences)
     items = [JudgeInput(prompt=prompt, completion=c) for c in completions]
     outcomes = asyncio.run(judge.score(items, [[(scorer, 1.0)]] * len(items)))
     return outcomes, scorer.read

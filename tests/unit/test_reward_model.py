@@ -17,10 +17,10 @@ from geval_server.engine.defaults import (
 )
 from geval_server.engine.dtype import DtypeChoice
 from geval_server.groupwise.plan import Group
-from geval_server.groupwise.reward_model import judge_groups
 from geval_server.scorers.base import ItemFailure, JudgeInput
 from geval_server.scorers.reward_model.chat import ChatRefused
 from geval_server.scorers.reward_model.checkpoint import Checkpoint
+from geval_server.scorers.reward_model.groups import judge_groups
 from geval_server.scorers.reward_model.scorer import Calibration, RewardModelScorer, sigmoid
 from geval_server.scorers.scoring_mode import Logprobs
 
@@ -147,8 +147,8 @@ def test_a_chat_the_template_refuses_fails_its_item():
 
 
 def test_beside_the_judges_comparisons_a_members_reward_is_the_weighted_mean_over_both():
-    from geval_server.groupwise.judge import GroupResult, RubricGroupResult
-    from geval_server.groupwise.reward_model import add_reward_models
+    from geval_server.groupwise.comparer import merge
+    from geval_server.groupwise.results import GroupResult, RubricGroupResult
     from geval_server.groupwise.win_matrix import GroupOutcome
 
     def result(rewards, failures, reads):
@@ -158,6 +158,6 @@ def test_beside_the_judges_comparisons_a_members_reward_is_the_weighted_mean_ove
 
     failed = ItemFailure("INVALID_ARGUMENT", "too long", "groups[0].completions[2]")
     judged, by_model = result([0.2, 0.8, 0.5], [None, None, None], 6), result([0.9, 0.1, 0.0], [None, None, failed], 2)
-    add_reward_models([judged], [by_model], [1.0, 3.0])
+    (judged,) = merge([[judged], [by_model]], [[1.0], [3.0]])
     assert judged.rewards == pytest.approx([(0.2 + 3 * 0.9) / 4, (0.8 + 3 * 0.1) / 4, 0.0])
     assert judged.member_failures[2] is failed and judged.engine_reads == 8 and len(judged.per_rubric) == 2

@@ -6,7 +6,7 @@ request plan with a recording fake engine."""
 import pytest
 from geval_server.defences.score_claims import REDACTED, ScoreClaimRemover
 from geval_server.scorers.base import JudgeInput
-from geval_server.scorers.semscore import NAME as SEMSCORE
+from geval_server.scorers.semscore.scorer import NAME as SEMSCORE
 
 from tests.unit.fakes import fake_judge, score_all
 

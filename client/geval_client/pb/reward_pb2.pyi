@@ -21,6 +21,7 @@ class ScorerKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SCORER_KIND_SEMSCORE: _ClassVar[ScorerKind]
     SCORER_KIND_LIKELIHOOD: _ClassVar[ScorerKind]
     SCORER_KIND_REWARD_MODEL: _ClassVar[ScorerKind]
+    SCORER_KIND_RULE: _ClassVar[ScorerKind]
 
 class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -52,6 +53,7 @@ SCORER_KIND_GEVAL: ScorerKind
 SCORER_KIND_SEMSCORE: ScorerKind
 SCORER_KIND_LIKELIHOOD: ScorerKind
 SCORER_KIND_REWARD_MODEL: ScorerKind
+SCORER_KIND_RULE: ScorerKind
 ERROR_CODE_UNSPECIFIED: ErrorCode
 ERROR_CODE_INVALID_ARGUMENT: ErrorCode
 ERROR_CODE_RESOURCE_EXHAUSTED: ErrorCode
@@ -130,15 +132,39 @@ class Scale(_message.Message):
     higher_is_better: bool
     def __init__(self, min: _Optional[int] = ..., max: _Optional[int] = ..., higher_is_better: _Optional[bool] = ...) -> None: ...
 
+class RuleSpec(_message.Message):
+    __slots__ = ("name", "regex", "json")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    REGEX_FIELD_NUMBER: _ClassVar[int]
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    regex: RegexRule
+    json: JsonRule
+    def __init__(self, name: _Optional[str] = ..., regex: _Optional[_Union[RegexRule, _Mapping]] = ..., json: _Optional[_Union[JsonRule, _Mapping]] = ...) -> None: ...
+
+class RegexRule(_message.Message):
+    __slots__ = ("pattern",)
+    PATTERN_FIELD_NUMBER: _ClassVar[int]
+    pattern: str
+    def __init__(self, pattern: _Optional[str] = ...) -> None: ...
+
+class JsonRule(_message.Message):
+    __slots__ = ("schema",)
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    schema: str
+    def __init__(self, schema: _Optional[str] = ...) -> None: ...
+
 class RubricSelection(_message.Message):
-    __slots__ = ("name", "spec", "weight")
+    __slots__ = ("name", "spec", "rule", "weight")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
+    RULE_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
     name: str
     spec: RubricSpec
+    rule: RuleSpec
     weight: float
-    def __init__(self, name: _Optional[str] = ..., spec: _Optional[_Union[RubricSpec, _Mapping]] = ..., weight: _Optional[float] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., spec: _Optional[_Union[RubricSpec, _Mapping]] = ..., rule: _Optional[_Union[RuleSpec, _Mapping]] = ..., weight: _Optional[float] = ...) -> None: ...
 
 class SamplingOptions(_message.Message):
     __slots__ = ("n", "temperature")
@@ -157,18 +183,22 @@ class ReasoningOptions(_message.Message):
     def __init__(self, max_tokens: _Optional[int] = ..., temperature: _Optional[float] = ...) -> None: ...
 
 class ScoreRequest(_message.Message):
-    __slots__ = ("items", "rubrics", "mode", "sampling", "reasoning")
+    __slots__ = ("items", "rubrics", "mode", "sampling", "reasoning", "gate", "gate_reward")
     ITEMS_FIELD_NUMBER: _ClassVar[int]
     RUBRICS_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_FIELD_NUMBER: _ClassVar[int]
     REASONING_FIELD_NUMBER: _ClassVar[int]
+    GATE_FIELD_NUMBER: _ClassVar[int]
+    GATE_REWARD_FIELD_NUMBER: _ClassVar[int]
     items: _containers.RepeatedCompositeFieldContainer[Item]
     rubrics: _containers.RepeatedCompositeFieldContainer[RubricSelection]
     mode: ScoringMode
     sampling: SamplingOptions
     reasoning: ReasoningOptions
-    def __init__(self, items: _Optional[_Iterable[_Union[Item, _Mapping]]] = ..., rubrics: _Optional[_Iterable[_Union[RubricSelection, _Mapping]]] = ..., mode: _Optional[_Union[ScoringMode, str]] = ..., sampling: _Optional[_Union[SamplingOptions, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningOptions, _Mapping]] = ...) -> None: ...
+    gate: RubricSelection
+    gate_reward: float
+    def __init__(self, items: _Optional[_Iterable[_Union[Item, _Mapping]]] = ..., rubrics: _Optional[_Iterable[_Union[RubricSelection, _Mapping]]] = ..., mode: _Optional[_Union[ScoringMode, str]] = ..., sampling: _Optional[_Union[SamplingOptions, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningOptions, _Mapping]] = ..., gate: _Optional[_Union[RubricSelection, _Mapping]] = ..., gate_reward: _Optional[float] = ...) -> None: ...
 
 class LabelProbability(_message.Message):
     __slots__ = ("label", "value", "probability")
@@ -181,7 +211,7 @@ class LabelProbability(_message.Message):
     def __init__(self, label: _Optional[str] = ..., value: _Optional[float] = ..., probability: _Optional[float] = ...) -> None: ...
 
 class RubricScore(_message.Message):
-    __slots__ = ("rubric", "reward", "content_hash", "geval", "semscore", "likelihood", "reward_model", "plain_reward")
+    __slots__ = ("rubric", "reward", "content_hash", "geval", "semscore", "likelihood", "reward_model", "rule", "plain_reward")
     RUBRIC_FIELD_NUMBER: _ClassVar[int]
     REWARD_FIELD_NUMBER: _ClassVar[int]
     CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
@@ -189,6 +219,7 @@ class RubricScore(_message.Message):
     SEMSCORE_FIELD_NUMBER: _ClassVar[int]
     LIKELIHOOD_FIELD_NUMBER: _ClassVar[int]
     REWARD_MODEL_FIELD_NUMBER: _ClassVar[int]
+    RULE_FIELD_NUMBER: _ClassVar[int]
     PLAIN_REWARD_FIELD_NUMBER: _ClassVar[int]
     rubric: str
     reward: float
@@ -197,8 +228,9 @@ class RubricScore(_message.Message):
     semscore: SemScoreResult
     likelihood: LikelihoodResult
     reward_model: RewardModelResult
+    rule: RuleResult
     plain_reward: float
-    def __init__(self, rubric: _Optional[str] = ..., reward: _Optional[float] = ..., content_hash: _Optional[str] = ..., geval: _Optional[_Union[GEvalResult, _Mapping]] = ..., semscore: _Optional[_Union[SemScoreResult, _Mapping]] = ..., likelihood: _Optional[_Union[LikelihoodResult, _Mapping]] = ..., reward_model: _Optional[_Union[RewardModelResult, _Mapping]] = ..., plain_reward: _Optional[float] = ...) -> None: ...
+    def __init__(self, rubric: _Optional[str] = ..., reward: _Optional[float] = ..., content_hash: _Optional[str] = ..., geval: _Optional[_Union[GEvalResult, _Mapping]] = ..., semscore: _Optional[_Union[SemScoreResult, _Mapping]] = ..., likelihood: _Optional[_Union[LikelihoodResult, _Mapping]] = ..., reward_model: _Optional[_Union[RewardModelResult, _Mapping]] = ..., rule: _Optional[_Union[RuleResult, _Mapping]] = ..., plain_reward: _Optional[float] = ...) -> None: ...
 
 class GEvalResult(_message.Message):
     __slots__ = ("expected_score", "distribution", "label_mass", "low_confidence", "top_label", "mode", "rationale")
@@ -223,6 +255,16 @@ class SemScoreResult(_message.Message):
     COSINE_FIELD_NUMBER: _ClassVar[int]
     cosine: float
     def __init__(self, cosine: _Optional[float] = ...) -> None: ...
+
+class RuleResult(_message.Message):
+    __slots__ = ("passed", "reason", "answer")
+    PASSED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_FIELD_NUMBER: _ClassVar[int]
+    passed: bool
+    reason: str
+    answer: str
+    def __init__(self, passed: _Optional[bool] = ..., reason: _Optional[str] = ..., answer: _Optional[str] = ...) -> None: ...
 
 class RewardModelResult(_message.Message):
     __slots__ = ("raw_score", "reference_raw_score", "heads", "form")
@@ -266,7 +308,7 @@ class ItemError(_message.Message):
     def __init__(self, code: _Optional[_Union[ErrorCode, str]] = ..., message: _Optional[str] = ..., field: _Optional[str] = ...) -> None: ...
 
 class ItemResult(_message.Message):
-    __slots__ = ("id", "reward", "scores", "error", "score_claims_removed", "masked_read_lowered", "plain_reward")
+    __slots__ = ("id", "reward", "scores", "error", "score_claims_removed", "masked_read_lowered", "plain_reward", "gate", "gated")
     ID_FIELD_NUMBER: _ClassVar[int]
     REWARD_FIELD_NUMBER: _ClassVar[int]
     SCORES_FIELD_NUMBER: _ClassVar[int]
@@ -274,6 +316,8 @@ class ItemResult(_message.Message):
     SCORE_CLAIMS_REMOVED_FIELD_NUMBER: _ClassVar[int]
     MASKED_READ_LOWERED_FIELD_NUMBER: _ClassVar[int]
     PLAIN_REWARD_FIELD_NUMBER: _ClassVar[int]
+    GATE_FIELD_NUMBER: _ClassVar[int]
+    GATED_FIELD_NUMBER: _ClassVar[int]
     id: str
     reward: float
     scores: _containers.RepeatedCompositeFieldContainer[RubricScore]
@@ -281,7 +325,9 @@ class ItemResult(_message.Message):
     score_claims_removed: int
     masked_read_lowered: bool
     plain_reward: float
-    def __init__(self, id: _Optional[str] = ..., reward: _Optional[float] = ..., scores: _Optional[_Iterable[_Union[RubricScore, _Mapping]]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ..., score_claims_removed: _Optional[int] = ..., masked_read_lowered: _Optional[bool] = ..., plain_reward: _Optional[float] = ...) -> None: ...
+    gate: RubricScore
+    gated: bool
+    def __init__(self, id: _Optional[str] = ..., reward: _Optional[float] = ..., scores: _Optional[_Iterable[_Union[RubricScore, _Mapping]]] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ..., score_claims_removed: _Optional[int] = ..., masked_read_lowered: _Optional[bool] = ..., plain_reward: _Optional[float] = ..., gate: _Optional[_Union[RubricScore, _Mapping]] = ..., gated: _Optional[bool] = ...) -> None: ...
 
 class ScoreResponse(_message.Message):
     __slots__ = ("results", "judge_model", "bound")
@@ -322,7 +368,7 @@ class Group(_message.Message):
     def __init__(self, id: _Optional[str] = ..., text: _Optional[str] = ..., chat: _Optional[_Union[Conversation, _Mapping]] = ..., completions: _Optional[_Iterable[str]] = ..., reference: _Optional[str] = ...) -> None: ...
 
 class ScoreGroupsRequest(_message.Message):
-    __slots__ = ("groups", "rubrics", "schedule", "neighbours", "aggregation", "anchor", "mode", "sampling", "reasoning", "dry_run")
+    __slots__ = ("groups", "rubrics", "schedule", "neighbours", "aggregation", "anchor", "mode", "sampling", "reasoning", "dry_run", "gate", "gate_reward")
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     RUBRICS_FIELD_NUMBER: _ClassVar[int]
     SCHEDULE_FIELD_NUMBER: _ClassVar[int]
@@ -333,6 +379,8 @@ class ScoreGroupsRequest(_message.Message):
     SAMPLING_FIELD_NUMBER: _ClassVar[int]
     REASONING_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    GATE_FIELD_NUMBER: _ClassVar[int]
+    GATE_REWARD_FIELD_NUMBER: _ClassVar[int]
     groups: _containers.RepeatedCompositeFieldContainer[Group]
     rubrics: _containers.RepeatedCompositeFieldContainer[RubricSelection]
     schedule: Schedule
@@ -343,17 +391,23 @@ class ScoreGroupsRequest(_message.Message):
     sampling: SamplingOptions
     reasoning: ReasoningOptions
     dry_run: bool
-    def __init__(self, groups: _Optional[_Iterable[_Union[Group, _Mapping]]] = ..., rubrics: _Optional[_Iterable[_Union[RubricSelection, _Mapping]]] = ..., schedule: _Optional[_Union[Schedule, str]] = ..., neighbours: _Optional[int] = ..., aggregation: _Optional[_Union[Aggregation, str]] = ..., anchor: _Optional[str] = ..., mode: _Optional[_Union[ScoringMode, str]] = ..., sampling: _Optional[_Union[SamplingOptions, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningOptions, _Mapping]] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+    gate: RubricSelection
+    gate_reward: float
+    def __init__(self, groups: _Optional[_Iterable[_Union[Group, _Mapping]]] = ..., rubrics: _Optional[_Iterable[_Union[RubricSelection, _Mapping]]] = ..., schedule: _Optional[_Union[Schedule, str]] = ..., neighbours: _Optional[int] = ..., aggregation: _Optional[_Union[Aggregation, str]] = ..., anchor: _Optional[str] = ..., mode: _Optional[_Union[ScoringMode, str]] = ..., sampling: _Optional[_Union[SamplingOptions, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningOptions, _Mapping]] = ..., dry_run: _Optional[bool] = ..., gate: _Optional[_Union[RubricSelection, _Mapping]] = ..., gate_reward: _Optional[float] = ...) -> None: ...
 
 class CompletionResult(_message.Message):
-    __slots__ = ("reward", "error", "score_claims_removed")
+    __slots__ = ("reward", "error", "score_claims_removed", "gated", "gate")
     REWARD_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     SCORE_CLAIMS_REMOVED_FIELD_NUMBER: _ClassVar[int]
+    GATED_FIELD_NUMBER: _ClassVar[int]
+    GATE_FIELD_NUMBER: _ClassVar[int]
     reward: float
     error: ItemError
     score_claims_removed: int
-    def __init__(self, reward: _Optional[float] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ..., score_claims_removed: _Optional[int] = ...) -> None: ...
+    gated: bool
+    gate: RubricScore
+    def __init__(self, reward: _Optional[float] = ..., error: _Optional[_Union[ItemError, _Mapping]] = ..., score_claims_removed: _Optional[int] = ..., gated: _Optional[bool] = ..., gate: _Optional[_Union[RubricScore, _Mapping]] = ...) -> None: ...
 
 class GroupRubricResult(_message.Message):
     __slots__ = ("rubric", "content_hash", "rewards", "win_matrix", "position_consistency", "first_position_preference", "label_mass", "win_entropy", "rationales")
@@ -434,7 +488,7 @@ class GetInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class RubricInfo(_message.Message):
-    __slots__ = ("name", "kind", "min_score", "max_score", "higher_is_better", "uses_reference", "content_hash", "geval", "semscore", "likelihood", "reward_model")
+    __slots__ = ("name", "kind", "min_score", "max_score", "higher_is_better", "uses_reference", "content_hash", "geval", "semscore", "likelihood", "reward_model", "rule")
     NAME_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     MIN_SCORE_FIELD_NUMBER: _ClassVar[int]
@@ -446,6 +500,7 @@ class RubricInfo(_message.Message):
     SEMSCORE_FIELD_NUMBER: _ClassVar[int]
     LIKELIHOOD_FIELD_NUMBER: _ClassVar[int]
     REWARD_MODEL_FIELD_NUMBER: _ClassVar[int]
+    RULE_FIELD_NUMBER: _ClassVar[int]
     name: str
     kind: ScorerKind
     min_score: float
@@ -457,7 +512,8 @@ class RubricInfo(_message.Message):
     semscore: SemScoreInfo
     likelihood: LikelihoodInfo
     reward_model: RewardModelInfo
-    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[ScorerKind, str]] = ..., min_score: _Optional[float] = ..., max_score: _Optional[float] = ..., higher_is_better: _Optional[bool] = ..., uses_reference: _Optional[bool] = ..., content_hash: _Optional[str] = ..., geval: _Optional[_Union[GEvalRubric, _Mapping]] = ..., semscore: _Optional[_Union[SemScoreInfo, _Mapping]] = ..., likelihood: _Optional[_Union[LikelihoodInfo, _Mapping]] = ..., reward_model: _Optional[_Union[RewardModelInfo, _Mapping]] = ...) -> None: ...
+    rule: RuleInfo
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[ScorerKind, str]] = ..., min_score: _Optional[float] = ..., max_score: _Optional[float] = ..., higher_is_better: _Optional[bool] = ..., uses_reference: _Optional[bool] = ..., content_hash: _Optional[str] = ..., geval: _Optional[_Union[GEvalRubric, _Mapping]] = ..., semscore: _Optional[_Union[SemScoreInfo, _Mapping]] = ..., likelihood: _Optional[_Union[LikelihoodInfo, _Mapping]] = ..., reward_model: _Optional[_Union[RewardModelInfo, _Mapping]] = ..., rule: _Optional[_Union[RuleInfo, _Mapping]] = ...) -> None: ...
 
 class GEvalRubric(_message.Message):
     __slots__ = ("criterion", "task_introduction", "evaluation_criteria", "evaluation_steps", "steps_generated", "labels")
@@ -500,6 +556,18 @@ class LikelihoodInfo(_message.Message):
     max_repetition_rate: float
     description: str
     def __init__(self, criterion: _Optional[str] = ..., instruction: _Optional[str] = ..., direction: _Optional[str] = ..., baseline: _Optional[str] = ..., max_copy_rate: _Optional[float] = ..., max_repetition_rate: _Optional[float] = ..., description: _Optional[str] = ...) -> None: ...
+
+class RuleInfo(_message.Message):
+    __slots__ = ("rule", "pattern", "schema", "description")
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    PATTERN_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    rule: str
+    pattern: str
+    schema: str
+    description: str
+    def __init__(self, rule: _Optional[str] = ..., pattern: _Optional[str] = ..., schema: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
 
 class RewardModelInfo(_message.Message):
     __slots__ = ("model", "dtype", "head", "heads", "center", "scale", "reference_form", "max_model_len", "description")

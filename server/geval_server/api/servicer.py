@@ -95,6 +95,7 @@ class RewardService(reward_pb2_grpc.RewardServiceServicer):
         async with self._admitted(n_items, valid.selection, record):
             results = await self._judge.score_groups(valid)
         record["failed"] = sum(1 for result in results if result.failure)
+        metrics.ITEMS_GATED.inc(sum(sum(result.gated) for result in results))
         return reward_pb2.ScoreGroupsResponse(
             results=[group_result(group_id, result) for group_id, result in zip(valid.ids, results)],
             judge_model=self._judge.judge_model,
@@ -179,6 +180,7 @@ def _count(outcomes: list[ItemOutcome], bound: list[BoundSummary]) -> None:
     for code, count in outcomes_by_code.items():
         metrics.ITEMS.labels(code).inc(count)
     metrics.SCORE_CLAIMS_REMOVED.inc(sum(outcome.score_claims_removed for outcome in outcomes))
+    metrics.ITEMS_GATED.inc(sum(outcome.gated for outcome in outcomes))
     for summary in bound:
         metrics.BOUND_ITEMS.labels(summary.rubric).inc(summary.items)
         metrics.BOUND_READ_TWICE.labels(summary.rubric).inc(summary.read_twice)

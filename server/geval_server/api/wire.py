@@ -12,20 +12,20 @@ caller's rubric is the judge's to say (judge/inputs.py: UnservableRubric).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 from geval_client.pb import reward_pb2
 
 from geval_server.defences.reader_text import is_blank
-from geval_server.groupwise.judge import GroupResult
 from geval_server.groupwise.plan import DEFAULT_NEIGHBOURS, Group, Schedule
+from geval_server.groupwise.results import GroupResult
 from geval_server.groupwise.win_matrix import Aggregation
 from geval_server.judge.inputs import Choice, ChoiceSelection, ValidGroups, ValidRequest
 from geval_server.judge.outcomes import BoundSummary, ItemOutcome, ItemScore
-from geval_server.scorers.base import ItemFailure, JudgeInput, Kind, ScorerInfo
-from geval_server.scorers.geval.prompts import ROLE_LABELS, render_chat
-from geval_server.scorers.geval.rubrics import Rubric, RubricError, rubric_from_dict
+from geval_server.scorers.base import ROLE_LABELS, ItemFailure, JudgeInput, ScorerInfo, render_chat
+from geval_server.scorers.kind import SpecError
+from geval_server.scorers.registry import inline_kinds
 from geval_server.scorers.scoring_mode import Logprobs, Reasoning, Sampling, ScoringMode
 
 CHAT_ROLES = tuple(ROLE_LABELS)
@@ -80,7 +80,7 @@ def validate(
         items.append(_item(i, item, referenced, limits))
         item_selections.append(own)
     inline = {c for c in [*(c for c, _ in selection), *(c for own in item_selections for c, _ in own or ())]
-              if isinstance(c, Rubric)}
+              if not isinstance(c, str)}
     if len(inline) > limits.max_inline_rubrics:
         raise RequestError(
             "rubrics",
@@ -88,10 +88,11 @@ def validate(
             f"{limits.max_inline_rubrics} (--max-inline-rubrics); split the batch",
         )
     ids = [item.id or str(i) for i, item in enumerate(request.items)]
-    return ValidRequest(items, ids, selection, item_selections, mode)
+    gate, gate_reward = _gate(request, needs_reference, limits)
+    return ValidRequest(items, ids, selection, item_selections, mode, gate, gate_reward)
 
 
-def inline_rubrics(specs: Sequence[reward_pb2.RubricSpec], limits: Limits) -> list[Rubric]:
+def inline_rubrics(specs: Sequence[reward_pb2.RubricSpec], limits: Limits) -> list[Hashable]:
     """The rubrics of a PrepareRubrics call, checked as Score checks them."""
     if not specs:
         raise RequestError("rubrics", "send at least one rubric")
@@ -99,7 +100,7 @@ def inline_rubrics(specs: Sequence[reward_pb2.RubricSpec], limits: Limits) -> li
         raise RequestError(
             "rubrics", f"{len(specs)} rubrics exceed the limit of {limits.max_inline_rubrics} (--max-inline-rubrics)"
         )
-    return [_inline_rubric(spec, f"rubrics[{i}]", limits) for i, spec in enumerate(specs)]
+    return [_inline(spec, "spec", f"rubrics[{i}]", limits) for i, spec in enumerate(specs)]
 
 
 def _name(choice: Choice) -> str:
@@ -110,6 +111,39 @@ def _needs_reference(choice: Choice, served: Mapping[str, bool]) -> bool:
     return served[choice] if isinstance(choice, str) else choice.uses_reference
 
 
+def _inline(message, field: str, where: str, limits: Limits) -> Hashable:
+    """A spec sent inline in RubricSelection's `field`, read by the kind that takes that field
+    (scorers/kind.py), its errors naming the field below `where`."""
+    try:
+        return inline_kinds()[field].inline_from_wire(message, limits)
+    except SpecError as error:
+        raise RequestError(f"{where}.{field}" + (f".{error.field}" if error.field else ""), error.message) from None
+
+
+def _choice(choice: reward_pb2.RubricSelection, where: str, served: Mapping[str, bool], limits: Limits) -> Choice:
+    """A served name, or a spec sent inline in whichever field its kind takes."""
+    which = choice.WhichOneof("rubric")
+    if which is not None and which != "name":
+        return _inline(getattr(choice, which), which, where, limits)
+    if choice.name in served:
+        return choice.name
+    raise RequestError(f"{where}.name", f"unknown rubric {_echo(choice.name)}; served: {sorted(served)}")
+
+
+def _gate(request: reward_pb2.ScoreRequest | reward_pb2.ScoreGroupsRequest, served: Mapping[str, bool],
+          limits: Limits) -> tuple[Choice | None, float]:
+    """The request's gate and the reward of an item that fails it; whether the gate's scorer
+    can gate is the judge's to say (judge/gate.py)."""
+    reward = request.gate_reward if request.HasField("gate_reward") else 0.0
+    if not request.HasField("gate"):
+        if request.HasField("gate_reward"):
+            raise RequestError("gate_reward", "is read only with a gate")
+        return None, reward
+    if not math.isfinite(reward) or not 0.0 <= reward <= 1.0:
+        raise RequestError("gate_reward", f"must be in [0, 1], got {reward}")
+    return _choice(request.gate, "gate", served, limits), reward
+
+
 def _selection(
     choices: Sequence[reward_pb2.RubricSelection], field: str, served: Mapping[str, bool], limits: Limits
 ) -> ChoiceSelection:
@@ -117,15 +151,9 @@ def _selection(
     selection: ChoiceSelection = []
     for i, choice in enumerate(choices):
         where = f"{field}[{i}]"
-        chosen: Choice
-        if choice.WhichOneof("rubric") == "spec":
-            chosen = _inline_rubric(choice.spec, f"{where}.spec", limits)
-        elif choice.name in served:
-            chosen = choice.name
-        else:
-            raise RequestError(f"{where}.name", f"unknown rubric {_echo(choice.name)}; served: {sorted(served)}")
+        chosen = _choice(choice, where, served, limits)
         if any(_name(chosen) == _name(earlier) for earlier, _ in selection):
-            named = f"{where}.name" if isinstance(chosen, str) else f"{where}.spec.name"
+            named = f"{where}.name" if isinstance(chosen, str) else f"{where}.{choice.WhichOneof('rubric')}.name"
             raise RequestError(named, f"rubric {_echo(_name(chosen))} is named twice")
         weight = choice.weight if choice.HasField("weight") else 1.0
         if not math.isfinite(weight) or weight < 0:
@@ -134,34 +162,6 @@ def _selection(
     if selection and not any(weight > 0 for _, weight in selection):
         raise RequestError(field, "the weights must not all be 0")
     return selection
-
-
-_SPEC_TEXT = [f for f in reward_pb2.RubricSpec.DESCRIPTOR.fields if f.type == f.TYPE_STRING]
-
-
-def _inline_rubric(spec: reward_pb2.RubricSpec, field: str, limits: Limits) -> Rubric:
-    """A rubric sent with the request, checked as a rubric file is (rubric_from_dict), its
-    text under the same length limit as any other caller text."""
-    data: dict = {}
-    for described in _SPEC_TEXT:  # unset optional fields stay out, so the rubric's defaults apply
-        if not described.has_presence or spec.HasField(described.name):
-            data[described.name] = getattr(spec, described.name)
-    for key, text in data.items():
-        if len(text) > limits.max_field_chars:
-            raise RequestError(
-                f"{field}.{key}",
-                f"{len(text)} characters exceed the limit of {limits.max_field_chars} (--max-field-chars)",
-            )
-    data["uses_reference"] = spec.uses_reference
-    if spec.HasField("scale"):
-        data["scale"] = {"min": spec.scale.min, "max": spec.scale.max}
-        if spec.scale.HasField("higher_is_better"):
-            data["scale"]["higher_is_better"] = spec.scale.higher_is_better
-    try:
-        return rubric_from_dict(data, origin=field)
-    except RubricError as error:
-        where = f"{field}.{error.key}" if error.key else field
-        raise RequestError(where, str(error).removeprefix(f"{field}: ")) from None
 
 
 def _mode(request: reward_pb2.ScoreRequest | reward_pb2.ScoreGroupsRequest) -> ScoringMode:
@@ -262,8 +262,6 @@ _SCHEDULES = {
     reward_pb2.SCHEDULE_LISTWISE: Schedule.LISTWISE,
 }
 _SCHEDULES_WIRE = {schedule: wire for wire, schedule in _SCHEDULES.items() if schedule is not None}
-_KINDS = {Kind.GEVAL: reward_pb2.SCORER_KIND_GEVAL, Kind.SEMSCORE: reward_pb2.SCORER_KIND_SEMSCORE,
-          Kind.LIKELIHOOD: reward_pb2.SCORER_KIND_LIKELIHOOD, Kind.REWARD_MODEL: reward_pb2.SCORER_KIND_REWARD_MODEL}
 _AGGREGATIONS = {
     reward_pb2.AGGREGATION_UNSPECIFIED: Aggregation.MEAN_WIN_PROBABILITY,
     reward_pb2.AGGREGATION_MEAN_WIN_PROBABILITY: Aggregation.MEAN_WIN_PROBABILITY,
@@ -308,8 +306,9 @@ def validate_groups(
     referenced = [_name(c) for c, _ in selection if _needs_reference(c, served)]
     groups = [_group(i, group, referenced, schedule, anchor, limits) for i, group in enumerate(request.groups)]
     ids = [group.id or str(i) for i, group in enumerate(request.groups)]
+    gate, gate_reward = _gate(request, served, limits)
     return ValidGroups(groups, ids, selection, schedule, request.neighbours or DEFAULT_NEIGHBOURS, aggregation, mode,
-                       request.dry_run)
+                       request.dry_run, gate, gate_reward)
 
 
 def _group(i: int, group: reward_pb2.Group, referenced: list[str], schedule: Schedule | None, anchor: str | None,
@@ -359,6 +358,8 @@ def item_result(item_id: str, outcome: ItemOutcome) -> dict:
         result.update(reward=outcome.reward, plain_reward=outcome.plain_reward)
     else:
         result["error"] = _error(outcome.failure)
+    if outcome.gate is not None:
+        result.update(gate=rubric_score(outcome.gate), gated=outcome.gated)
     return result
 
 
@@ -379,7 +380,7 @@ def rubric_score(item_score: ItemScore, bound_gap: float = 0.0) -> dict:
 def rubric_info(info: ScorerInfo) -> reward_pb2.RubricInfo:
     """A scorer's description on the wire, its own details in the message of its kind."""
     return reward_pb2.RubricInfo(
-        name=info.name, kind=_KINDS[info.kind], min_score=info.min_score, max_score=info.max_score,
+        name=info.name, min_score=info.min_score, max_score=info.max_score,
         higher_is_better=info.higher_is_better, uses_reference=info.uses_reference, content_hash=info.content_hash,
         **info.details.wire(),
     )
@@ -390,12 +391,17 @@ def group_result(group_id: str, result: GroupResult) -> reward_pb2.GroupResult:
     if result.failure is not None:
         wire.error.CopyFrom(_error(result.failure))
         return wire
-    wire.schedule = _SCHEDULES_WIRE[result.schedule]
+    if result.schedule is not None:  # none where the gate left nothing to compare
+        wire.schedule = _SCHEDULES_WIRE[result.schedule]
     wire.alone = result.alone
     wire.engine_reads, wire.prompt_tokens = result.engine_reads, result.prompt_tokens
     wire.generated_tokens, wire.mode = result.generated_tokens, result.mode.wire
     for i, reward in enumerate(result.rewards):
         completion = wire.completions.add(score_claims_removed=result.score_claims_removed[i])
+        if result.gate_scores:
+            completion.gated = result.gated[i]
+            if result.gate_scores[i] is not None:
+                completion.gate.CopyFrom(reward_pb2.RubricScore(**rubric_score(result.gate_scores[i])))
         failure = result.member_failures[i]
         if failure is None:
             completion.reward = reward

@@ -3,16 +3,15 @@ error for a caller's rubric this judge cannot read. The judge never imports the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from geval_server.groupwise.plan import Group, Schedule
 from geval_server.groupwise.win_matrix import Aggregation
 from geval_server.scorers.base import ItemFailure, JudgeInput, Scorer
-from geval_server.scorers.geval.rubrics import Rubric
 from geval_server.scorers.scoring_mode import ScoringMode
 
-Choice = str | Rubric  # a served scorer's name, or a rubric sent with the request
+Choice = str | Hashable  # a served scorer's name, or a spec sent with the request (a kind's inline spec)
 ChoiceSelection = list[tuple[Choice, float]]
 Selection = Sequence[tuple[Scorer, float]]  # an item's scorers and their weights
 
@@ -33,6 +32,8 @@ class ValidRequest:
     selection: ChoiceSelection  # the request's rubrics
     item_selections: list[ChoiceSelection | None]  # an item's own rubrics, where it sent any
     mode: ScoringMode
+    gate: Choice | None = None  # a rule checked first (judge/gate.py)
+    gate_reward: float = 0.0
 
     @property
     def choices(self) -> list[Choice]:
@@ -50,3 +51,5 @@ class ValidGroups:
     aggregation: Aggregation
     mode: ScoringMode
     dry_run: bool
+    gate: Choice | None = None
+    gate_reward: float = 0.0

@@ -1,9 +1,12 @@
 """Scores a checked request: resolves its rubrics to scorers (callers' rubrics
-prepared once), then in four steps: plan one engine request per (item, scorer) (reads.py),
-read every distinct request with all scorers in flight together so vLLM batches them,
-bound (bound.py), weigh into one reward per item (weigh.py). What a score slot reads passes the defences first
-(defences/chain.py): score claims removed, then the bounded text read, and where the
-bound hid what the source does not vouch for, the text as written too, the lower reward kept.
+prepared once), checks the request's gate first where it has one (gate.py: an item that fails
+it is read by nothing else), then in four steps: plan one engine request per (item, scorer)
+(reads.py), read every distinct request with all scorers in flight together so vLLM batches
+them, bound (bound.py), weigh into one reward per item (weigh.py). What a score slot reads
+passes the defences first (defences/chain.py): score claims removed, then the bounded text
+read, and where the bound hid what the source does not vouch for, the text as written too,
+the lower reward kept. Groups are compared by each scorer's comparer (groupwise/comparer.py).
+The judge knows scorers only through their interface (scorers/base.py), never their kinds.
 """
 
 from __future__ import annotations
@@ -13,22 +16,18 @@ import logging
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 
 from geval_server.defences.chain import Defences, DefenceSettings, defences_for
-from geval_server.engine.protocol import ClassifierEngine, JudgeEngine
-from geval_server.groupwise.judge import GroupJudge, GroupRequest, GroupResult
-from geval_server.groupwise.prompt import PAIR
-from geval_server.groupwise.reward_model import add_reward_models
-from geval_server.groupwise.reward_model import judge_groups as reward_model_groups
-from geval_server.judge.bound import BoundScores, bound, bounded_groups, lower_group_rewards
+from geval_server.engine.protocol import Engine
+from geval_server.groupwise.comparer import GroupCall, merge
+from geval_server.groupwise.results import GroupResult
+from geval_server.judge.bound import BoundScores, bound
+from geval_server.judge.gate import Gate, gated_outcome, narrow_groups, widen_groups
 from geval_server.judge.inputs import Choice, Selection, UnservableRubric, ValidGroups, ValidRequest
 from geval_server.judge.outcomes import ItemOutcome
 from geval_server.judge.reads import ItemPlan, plan_item
 from geval_server.judge.weigh import weigh
-from geval_server.scorers.base import ItemFailure, JudgeInput, Kind, Score, Scorer, ScorerInfo
-from geval_server.scorers.geval.expected_score import NoLabelMass
-from geval_server.scorers.geval.inline import InlineRubrics
-from geval_server.scorers.geval.rubrics import Rubric, RubricError
-from geval_server.scorers.geval.slot import LabelTokenError
-from geval_server.scorers.scoring_mode import Logprobs, Reasoning, ScoringMode
+from geval_server.scorers.base import ItemFailure, JudgeInput, ReadFailure, Score, Scorer, ScorerInfo, Unservable
+from geval_server.scorers.inline import InlineRubrics
+from geval_server.scorers.scoring_mode import Logprobs, ScoringMode
 
 log = logging.getLogger(__name__)
 
@@ -36,26 +35,32 @@ log = logging.getLogger(__name__)
 class Judge:
     def __init__(
         self,
-        engine: JudgeEngine | ClassifierEngine,
+        engines: Sequence[Engine],
         scorers: Mapping[str, Scorer],
         judge_model: str,
         inline: InlineRubrics,
-        groups: GroupJudge | None,
         defences: DefenceSettings = DefenceSettings(),
     ) -> None:
-        """engine: the judge's (a reward model's where the server serves no judge);
-        scorers: the served ones by name; inline: where callers' rubrics are prepared;
-        groups: what compares a group's completions on G-Eval rubrics (ScoreGroups; None
-        without a judge). defences: which defences guard what a score slot reads
+        """engines: every engine the server runs, the judge's first (a reward model's where the
+        server serves no judge); scorers: the served ones by name; inline: where callers'
+        rubrics are prepared; defences: which defences guard what a score slot reads
         (defences/chain.py)."""
-        self.engine = engine
-        self.engines = [engine]  # every engine the server runs; a reward model's joins beside the judge's
+        self.engines = list(engines)
         self.scorers = dict(scorers)
         self.judge_model = judge_model
         self.inline = inline
-        self.groups = groups
         self.defences = defences
+        self.default_rubric = ""  # set once the server knows what it serves
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Takes in the scorers added since construction (the server adds them kind by kind)."""
         self._served_criteria = frozenset(_criteria(self.scorers.values()))
+
+    @property
+    def engine(self) -> Engine | None:
+        """The first engine: the judge's, or a reward model's served alone; None where none runs."""
+        return self.engines[0] if self.engines else None
 
     @property
     def running(self) -> bool:
@@ -73,68 +78,68 @@ class Judge:
         resolved = await self._resolve(request.choices)
         for i, (choice, _) in enumerate(request.selection):
             if isinstance(resolved[choice], BaseException):
-                raise UnservableRubric(f"rubrics[{i}].spec", _unservable(resolved[choice]))
+                raise UnservableRubric(f"rubrics[{i}]" + _spec_field(choice), _unservable(resolved[choice]))
+        gate = await self._gate(request.gate, request.gate_reward)
         items: list[JudgeInput | ItemFailure] = []
         selections: list[Selection] = []
         for index, (item, own) in enumerate(zip(request.items, request.item_selections)):
             chosen = own or request.selection
-            failed = [(j, resolved[c]) for j, (c, _) in enumerate(chosen) if isinstance(resolved[c], BaseException)]
+            failed = [(j, c, resolved[c]) for j, (c, _) in enumerate(chosen) if isinstance(resolved[c], BaseException)]
             if failed and not isinstance(item, ItemFailure):
-                j, error = failed[0]
-                field = f"items[{index}].rubrics[{j}].spec"
+                j, choice, error = failed[0]
+                field = f"items[{index}].rubrics[{j}]" + _spec_field(choice)
                 item = ItemFailure("INVALID_ARGUMENT", f"{field}: {_unservable(error)}", field)
             items.append(item)
             selections.append([] if failed else [(resolved[c], weight) for c, weight in chosen])
-        return await self.score(items, selections, request.mode)
+        return await self.score(items, selections, request.mode, gate)
 
     async def score_groups(self, request: ValidGroups) -> list[GroupResult]:
-        """Compares each group's completions on the request's rubrics: G-Eval rubrics the judge
-        can also read as comparisons, and reward models (else UnservableRubric). With both, each
-        member's reward is the weighted mean over all of them."""
+        """Compares each group's completions on the request's rubrics, each through its
+        scorer's comparer (else UnservableRubric); with several comparers, each member's reward
+        is the weighted mean over all of them. Members that fail the gate are left out."""
         resolved = await self._resolve(choice for choice, _ in request.selection)
-        is_model = {c: not isinstance(s, BaseException) and s.kind is Kind.REWARD_MODEL for c, s in resolved.items()}
-        models = [(resolved[c], w) for c, w in request.selection if is_model[c]]
-        judged = [(i, (c, w)) for i, (c, w) in enumerate(request.selection) if not is_model[c]]
-        if not judged:
-            return await reward_model_groups(request.groups, models, request.mode, request.dry_run)
-        rubrics: list[tuple[Rubric, float]] = []
-        for i, (choice, weight) in judged:
+        by_comparer: dict[object, list[tuple[Scorer, float]]] = {}
+        for i, (choice, weight) in enumerate(request.selection):
             scorer = resolved[choice]
-            field = f"rubrics[{i}]" + (".spec" if isinstance(choice, Rubric) else ".name")
+            field = f"rubrics[{i}]" + (_spec_field(choice) or ".name")
             if isinstance(scorer, BaseException):
                 raise UnservableRubric(field, _unservable(scorer))
-            if scorer.kind is not Kind.GEVAL:
-                raise UnservableRubric(field, f"{scorer.name!r} is a {scorer.kind.value} scorer; groups are compared "
-                                       "on G-Eval rubrics and reward models")
+            if scorer.comparer is None:
+                raise UnservableRubric(field, f"{scorer.name!r} is a {scorer.kind} scorer, which is not compared "
+                                       "within groups")
             try:
-                prompt = self.groups.prompt_for(scorer.prepared.rubric)
-                if isinstance(request.mode, Reasoning):
-                    prompt.reasoning(PAIR)
-            except (LabelTokenError, RubricError) as error:
+                scorer.comparer.check(scorer, request.mode)
+            except Unservable as error:
                 raise UnservableRubric(field, f"cannot be read as a comparison: {error}") from error
-            rubrics.append((scorer.prepared.rubric, weight))
-        defences = self._defences([[(resolved[c], w) for _, (c, w) in judged]])
-        groups = GroupRequest(request.groups, rubrics, request.schedule, request.neighbours, request.aggregation,
-                              request.mode, request.dry_run)
-        if not models:
-            return await self._compare(groups, defences)
-        results, by_models = await asyncio.gather(
-            self._compare(groups, defences), reward_model_groups(request.groups, models, request.mode, request.dry_run))
-        add_reward_models(results, by_models, [w for _, w in rubrics] + [w for _, w in models])
-        return results
+            by_comparer.setdefault(scorer.comparer, []).append((scorer, weight))
+        gate = await self._gate(request.gate, request.gate_reward)
+        groups = request.groups
+        passed = None
+        if gate is not None:
+            passed = await gate.check_groups(groups, request.dry_run)
+            groups = narrow_groups(groups, passed)
+        call = GroupCall(groups, request.schedule, request.neighbours, request.aggregation, request.mode,
+                         request.dry_run)
+        defences = self._defences([[pair for chosen in by_comparer.values() for pair in chosen]])
+        answers = await asyncio.gather(*(comparer.compare(call, chosen, defences)
+                                         for comparer, chosen in by_comparer.items()))
+        results = merge(answers, [[weight for _, weight in chosen] for chosen in by_comparer.values()])
+        return results if passed is None else widen_groups(results, passed, gate)
 
-    async def _compare(self, groups: GroupRequest, defences: Defences) -> list[GroupResult]:
-        """The judge's comparisons, bounded as a slot read is (bound.py)."""
-        bounded = bounded_groups(groups, defences)
-        if bounded is None:
-            return await self.groups.judge(groups, defences, self.judge_model)
-        plain, second = await asyncio.gather(self.groups.judge(groups, defences, self.judge_model),
-                                             self.groups.judge(bounded, defences, self.judge_model))
-        for result, read in zip(plain, second):
-            lower_group_rewards(result, read, [weight for _, weight in groups.rubrics])
-        return plain
+    async def _gate(self, choice: Choice | None, reward: float) -> Gate | None:
+        """The request's gate as a scorer that can gate (a rule), or UnservableRubric naming `gate`."""
+        if choice is None:
+            return None
+        scorer = (await self._resolve([choice]))[choice]
+        field = "gate" + (_spec_field(choice) or ".name")
+        if isinstance(scorer, BaseException):
+            raise UnservableRubric(field, _unservable(scorer))
+        if not scorer.can_gate:
+            raise UnservableRubric(field, f"{scorer.name!r} is a {scorer.kind} scorer, whose reward is not pass or "
+                                   "fail; a gate is a rule (GetInfo lists the rules served)")
+        return Gate(scorer, reward)
 
-    async def prepare(self, rubrics: Sequence[Rubric]) -> list[ScorerInfo]:
+    async def prepare(self, rubrics: Sequence[Hashable]) -> list[ScorerInfo]:
         """Callers' rubrics prepared as a Score call would (PrepareRubrics), described."""
         resolved = await self._resolve(rubrics)
         for i, rubric in enumerate(rubrics):
@@ -146,7 +151,7 @@ class Judge:
         """Each choice's scorer: served ones by name, inline rubrics prepared (all at once,
         each only the first time it is seen); a preparation that failed gives its exception."""
         distinct = list(dict.fromkeys(choices))
-        inline = [choice for choice in distinct if isinstance(choice, Rubric)]
+        inline = [choice for choice in distinct if not isinstance(choice, str)]
         prepared = await asyncio.gather(*(self.inline.scorer(rubric) for rubric in inline), return_exceptions=True)
         resolved: dict[Choice, Scorer | BaseException] = {c: self.scorers[c] for c in distinct if isinstance(c, str)}
         resolved.update(zip(inline, prepared))
@@ -157,14 +162,29 @@ class Judge:
         items: Sequence[JudgeInput | ItemFailure],
         selections: Sequence[Selection],
         mode: ScoringMode = Logprobs(),
+        gate: Gate | None = None,
     ) -> list[ItemOutcome]:
         """selections: per item, its scorers and weights (failed items may have none).
-        Plan the reads, read them all at once, bound, weigh."""
+        The gate checked first, where there is one: an item that fails it is read by nothing
+        else. Then plan the reads, read them all at once, bound, weigh."""
+        checks = await gate.check_items(items) if gate is not None else [None] * len(items)
+        selections = [[] if check is not None and not check.passed else selection
+                      for check, selection in zip(checks, selections)]
         defences = self._defences(selections)
         plans = [plan_item(index, item, selection, defences)
                  for index, (item, selection) in enumerate(zip(items, selections))]
-        scored = await self._read(plans, mode)
-        return [weigh(plan, *self._bounded(plan, scored)) for plan in plans]
+        scored = await self._read([plan for plan, check in zip(plans, checks) if check is None or check.passed],
+                                  mode)
+        outcomes = []
+        for plan, check in zip(plans, checks):
+            if check is None or check.passed:
+                outcome = weigh(plan, *self._bounded(plan, scored))
+            else:
+                outcome = gated_outcome(plan, check, gate)
+            if check is not None:
+                outcome.gate = check.score
+            outcomes.append(outcome)
+        return outcomes
 
     async def _read(self, plans: Sequence[ItemPlan], mode: ScoringMode) -> dict[Hashable, Score | BaseException]:
         """Every distinct request, each scorer's as one batch, all scorers in flight together
@@ -204,7 +224,7 @@ class Judge:
         down, INTERNAL for anything else, logged."""
         if isinstance(error, ItemFailure):
             return error
-        if isinstance(error, NoLabelMass):
+        if isinstance(error, ReadFailure):
             return ItemFailure("INTERNAL", f"rubric {scorer!r}: {error}")
         if not self.running:
             return ItemFailure("UNAVAILABLE", f"rubric {scorer!r}: an engine is down: {error}")
@@ -215,9 +235,14 @@ class Judge:
 def _unservable(error: BaseException) -> str:
     """Why a caller's rubric cannot be served: one the judge cannot read is the caller's
     to fix; anything else is a server failure, raised as such."""
-    if isinstance(error, LabelTokenError | RubricError):
+    if isinstance(error, Unservable):
         return str(error)
     raise error
+
+
+def _spec_field(choice: Choice) -> str:
+    """Where a choice sent inline sits in its RubricSelection (`.spec`, `.rule`); empty for a name."""
+    return "" if isinstance(choice, str) else f".{choice.wire_field}"
 
 
 def _criteria(scorers: Iterable[Scorer]) -> Iterable[str]:

@@ -26,6 +26,8 @@ class ItemOutcome:
     read_twice: bool = False  # the bound changed the completion, so its slot readers read it twice
     # per scorer that reads a slot: what the bound took off its reward (plain - kept, >= 0)
     bound_gaps: dict[str, float] = field(default_factory=dict)
+    gate: ItemScore | None = None  # the request's gate as checked on this item
+    gated: bool = False  # it failed the gate: its reward is the gate_reward and nothing else read it
 
 
 def weighted_reward(rewards: Sequence[float], weights: Sequence[float]) -> float:

@@ -5,17 +5,22 @@ A scorer is served under a name and chosen like a rubric. The judge turns each
 once with `Scorer.score` (all of a scorer's requests in one call, so it can batch
 them), and aggregates the rewards; it never needs to know which scorer is which.
 Each scorer returns its own result type holding what it measured, and describes
-itself with its own details in ScorerInfo.
+itself with its own details in ScorerInfo. In a group (ScoreGroups) a scorer is
+compared by its `comparer` (groupwise/comparer.py), or refused where it has none.
+How a kind of scorer is served (its flags, its engine, its inline specs) is its
+plugin's to say (kind.py).
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from geval_server.scorers.scoring_mode import ScoringMode
+
+if TYPE_CHECKING:
+    from geval_server.groupwise.comparer import Comparer
 
 
 @dataclass(frozen=True)
@@ -30,11 +35,24 @@ class JudgeInput:
     chat: tuple[tuple[str, str], ...] | None = None
 
 
-class Kind(enum.Enum):
-    GEVAL = "geval"  # the judge's probabilities of the score labels at the score slot
-    SEMSCORE = "semscore"  # cosine of sentence embeddings of completion and reference
-    LIKELIHOOD = "likelihood"  # the judge's mean token log-probability of the completion (GPTScore)
-    REWARD_MODEL = "reward_model"  # a trained sequence-classification reward model's output
+ROLE_LABELS = {"system": "System", "developer": "System", "user": "User", "assistant": "Assistant", "tool": "Tool"}
+
+
+def render_chat(messages: list[tuple[str, str]]) -> str:
+    """Flattens a chat prompt into the text a scorer reads as JudgeInput.prompt (the judge's
+    input section); the messages themselves stay in JudgeInput.chat."""
+    return "\n\n".join(f"{ROLE_LABELS[role]}: {content}" for role, content in messages)
+
+
+class Unservable(ValueError):
+    """A caller's rubric or rule that this server cannot serve (a label the judge cannot
+    spell, a pattern that does not compile, a kind the server does not run): the caller's
+    to fix, answered as INVALID_ARGUMENT. Each kind raises its own subclass."""
+
+
+class ReadFailure(RuntimeError):
+    """A read that gave nothing a reward can be made of (no probability on any label): the
+    item fails INTERNAL, as a fact about the judge, not logged as a bug."""
 
 
 class ItemFailure(Exception):
@@ -61,7 +79,8 @@ class Details(Protocol):
     """A scorer's own description (a G-Eval rubric, a likelihood spec, ...)."""
 
     def wire(self) -> dict:
-        """As the fields of its RubricInfo (`{"geval": GEvalRubric(...)}`)."""
+        """As the fields of its RubricInfo, its kind's enum value included
+        (`{"kind": SCORER_KIND_GEVAL, "geval": GEvalRubric(...)}`)."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +90,7 @@ class ScorerInfo:
     details are the scorer's own description (a G-Eval rubric, a likelihood spec, ...)."""
 
     name: str
-    kind: Kind
+    kind: str  # the kind's name (kind.py), as errors and logs say it
     min_score: float
     max_score: float
     higher_is_better: bool
@@ -82,10 +101,14 @@ class ScorerInfo:
 
 class Scorer(Protocol):
     name: str
-    kind: Kind
+    kind: str  # the kind's name (kind.py)
     needs_reference: bool
     # The completion reaches this scorer with score claims (`Coherence: 5`) removed.
     reads_score_slot: bool
+    # Its reward is 1.0 (passed) or 0.0 (failed), so it can gate other rubrics (a rule).
+    can_gate: bool
+    # What compares a group's completions on it (ScoreGroups); None: it is not compared in groups.
+    comparer: Comparer | None
     content_hash: str
 
     def request(self, item: JudgeInput, where: str) -> Hashable:

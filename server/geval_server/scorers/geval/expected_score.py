@@ -14,8 +14,10 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from geval_server.scorers.base import ReadFailure
 
-class NoLabelMass(ValueError):
+
+class NoLabelMass(ReadFailure):
     """The judge put no probability on any score label (or no sample parsed)."""
 
 

@@ -40,14 +40,6 @@ FORM_HEADER = "Evaluation Form (scores ONLY):"
 # Every chat role a prompt may hold, and the label the judge reads before its text.
 # OpenAI-style `developer` messages are system turns; a `tool` message is a tool's
 # output, which the judge reads like any other turn.
-ROLE_LABELS = {"system": "System", "developer": "System", "user": "User", "assistant": "Assistant", "tool": "Tool"}
-
-
-def render_chat(messages: list[tuple[str, str]]) -> str:
-    """Flattens a chat prompt into the text the judge reads as its input section."""
-    return "\n\n".join(f"{ROLE_LABELS[role]}: {content}" for role, content in messages)
-
-
 def framing_text(rubric: Rubric) -> str:
     """The sentence in the shared head that tells the judge what the tags hold."""
     places = fenced_places(rubric.source_label, rubric.reference_label if rubric.uses_reference else None,

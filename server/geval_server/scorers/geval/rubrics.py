@@ -13,7 +13,9 @@ import hashlib
 import json
 import pathlib
 from dataclasses import dataclass
+from typing import ClassVar
 
+from geval_server.scorers.base import Unservable
 from geval_server.scorers.geval.expected_score import Scale
 
 try:
@@ -30,7 +32,7 @@ _OPTIONAL_TEXT = ("evaluation_steps", "source_label", "target_label", "reference
 _KNOWN_KEYS = set(_REQUIRED_TEXT) | set(_OPTIONAL_TEXT) | {"uses_reference", "scale"}
 
 
-class RubricError(ValueError):
+class RubricError(Unservable):
     """A rubric is malformed; the message names where it came from and the field,
     `key` holds the field (None when the rubric as a whole is at fault)."""
 
@@ -41,6 +43,7 @@ class RubricError(ValueError):
 
 @dataclass(frozen=True)
 class Rubric:
+    wire_field: ClassVar[str] = "spec"  # sent inline in RubricSelection.spec (kind.py)
     name: str
     criterion: str  # as in the form: "- Coherence:"
     task_introduction: str

@@ -8,14 +8,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from geval_client.pb import reward_pb2
 
 from geval_server import metrics
 from geval_server.engine.protocol import JudgeEngine
 from geval_server.engine.tokenization import Tokenization
-from geval_server.scorers.base import ItemFailure, JudgeInput, Kind, ScorerInfo
+from geval_server.scorers.base import ItemFailure, JudgeInput, ScorerInfo
 from geval_server.scorers.geval.autocot import ensure_steps
 from geval_server.scorers.geval.expected_score import ScoreEstimate, estimate, estimate_from_samples
 from geval_server.scorers.geval.prompts import PromptBuilder, PromptParts, form_text
@@ -24,6 +24,10 @@ from geval_server.scorers.geval.rubrics import Rubric
 from geval_server.scorers.geval.slot import LabelVocabulary, ScoreSlot, find_score_slot
 from geval_server.scorers.scoring_mode import Logprobs, Reasoning, ScoringMode
 
+if TYPE_CHECKING:
+    from geval_server.groupwise.comparer import Comparer
+
+KIND = "geval"
 SAMPLED_TOKENS = 4  # a sampled answer is read from its first few tokens
 # Engine requests per item at the score slot: a 1-10 scale takes 2 (SmolLM2, Qwen), 0-100 about 12;
 # a scale whose labels need more is refused, so one caller's rubric cannot multiply the engine's work.
@@ -66,7 +70,7 @@ class GEvalDetails:
     labels: tuple[str, ...]
 
     def wire(self) -> dict:
-        return {"geval": reward_pb2.GEvalRubric(
+        return {"kind": reward_pb2.SCORER_KIND_GEVAL, "geval": reward_pb2.GEvalRubric(
             criterion=self.criterion, task_introduction=self.task_introduction,
             evaluation_criteria=self.evaluation_criteria, evaluation_steps=self.evaluation_steps or "",
             steps_generated=self.steps_generated, labels=self.labels,
@@ -102,16 +106,20 @@ def prepare_rubric(
 
 
 class GEvalScorer:
-    kind: ClassVar[Kind] = Kind.GEVAL
+    kind: ClassVar[str] = KIND
     reads_score_slot: ClassVar[bool] = True
+    can_gate: ClassVar[bool] = False
 
-    def __init__(self, prepared: PreparedRubric, engine: JudgeEngine, low_confidence_below: float) -> None:
+    def __init__(self, prepared: PreparedRubric, engine: JudgeEngine, low_confidence_below: float,
+                 comparer: Comparer | None = None) -> None:
+        """comparer: how groups compare on it (groups/comparer.py), where the judge can compare."""
         self.prepared = prepared
         self.name = prepared.rubric.name
         self.needs_reference = prepared.rubric.uses_reference
         self.content_hash = prepared.content_hash
         self._engine = engine
         self._low_confidence_below = low_confidence_below
+        self.comparer = comparer
 
     def request(self, item: JudgeInput, where: str) -> PromptParts:
         parts = self.prepared.builder.build(item)
@@ -206,9 +214,10 @@ class GEvalPreparer:
         self._judge_model = judge_model
         self._low_confidence_below = low_confidence_below
         self._policy = policy
+        self.comparer: Comparer | None = None  # how its scorers compare in groups, where the judge can (kind.py)
 
     async def scorer(self, rubric: Rubric) -> GEvalScorer:
         """Evaluation steps generated where missing (an engine request), then prepared."""
         completed = await ensure_steps(self._engine, self._tokenization, self._judge_model, rubric)
         prepared = prepare_rubric(self._tokenization, self.vocabulary, completed, self._judge_model, self._policy)
-        return GEvalScorer(prepared, self._engine, self._low_confidence_below)
+        return GEvalScorer(prepared, self._engine, self._low_confidence_below, self.comparer)

@@ -28,9 +28,10 @@ from dataclasses import dataclass
 
 from geval_server.engine.protocol import JudgeEngine
 from geval_server.engine.tokenization import Tokenization
+from geval_server.scorers.base import Unservable
 
 
-class LabelTokenError(ValueError):
+class LabelTokenError(Unservable):
     """A score label cannot be read exactly from this judge's score slot."""
 
 

@@ -35,7 +35,7 @@ from geval_client.pb import reward_pb2
 
 from geval_server.engine.protocol import JudgeEngine
 from geval_server.engine.tokenization import Tokenization
-from geval_server.scorers.base import ItemFailure, JudgeInput, Kind, ScorerInfo
+from geval_server.scorers.base import ItemFailure, JudgeInput, ScorerInfo
 from geval_server.scorers.likelihood.guards import copy_rate, guard_factor, repetition_rate
 from geval_server.scorers.likelihood.spec import Baseline, Direction, LikelihoodSpec
 from geval_server.scorers.scoring_mode import ScoringMode
@@ -65,7 +65,7 @@ class LikelihoodDetails:
     description: str
 
     def wire(self) -> dict:
-        return {"likelihood": reward_pb2.LikelihoodInfo(
+        return {"kind": reward_pb2.SCORER_KIND_LIKELIHOOD, "likelihood": reward_pb2.LikelihoodInfo(
             criterion=self.criterion, instruction=self.instruction, direction=self.direction,
             baseline=self.baseline, max_copy_rate=self.max_copy_rate,
             max_repetition_rate=self.max_repetition_rate, description=self.description,
@@ -129,8 +129,13 @@ def combine(
     return LikelihoodScore(mean_logprob, tokens_read, score, guard, reward * guard)
 
 
+KIND = "likelihood"
+
+
 class LikelihoodScorer:
-    kind: ClassVar[Kind] = Kind.LIKELIHOOD
+    kind: ClassVar[str] = KIND
+    can_gate: ClassVar[bool] = False
+    comparer: ClassVar[None] = None  # a likelihood has no comparison prompt: refused in groups
     reads_score_slot: ClassVar[bool] = False  # it reads no score slot a claim could sway
 
     def __init__(self, spec: LikelihoodSpec, engine: JudgeEngine, tokenization: Tokenization,

@@ -25,16 +25,20 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from geval_client.pb import reward_pb2
 
 from geval_server.engine.protocol import ClassifierEngine
-from geval_server.scorers.base import ItemFailure, JudgeInput, Kind, ScorerInfo
+from geval_server.scorers.base import ItemFailure, JudgeInput, ScorerInfo
 from geval_server.scorers.reward_model.chat import ChatRefused, ChatRenderer
 from geval_server.scorers.reward_model.checkpoint import Checkpoint
 from geval_server.scorers.scoring_mode import ScoringMode
 
+if TYPE_CHECKING:
+    from geval_server.groupwise.comparer import Comparer
+
+KIND = "reward_model"
 NAME = "reward-model"
 REFERENCE, CALIBRATED = "reference", "calibrated"
 
@@ -87,7 +91,7 @@ class RewardModelDetails:
     description: str
 
     def wire(self) -> dict:
-        return {"reward_model": reward_pb2.RewardModelInfo(
+        return {"kind": reward_pb2.SCORER_KIND_REWARD_MODEL, "reward_model": reward_pb2.RewardModelInfo(
             model=self.model, dtype=self.dtype, head=self.head, heads=self.heads, center=self.calibration.center,
             scale=self.calibration.scale, reference_form=True, max_model_len=self.max_model_len,
             description=self.description)}
@@ -97,16 +101,19 @@ class RewardModelScorer:
     """The classifier's chosen head as a reward; every head reported."""
 
     name: ClassVar[str] = NAME
-    kind: ClassVar[Kind] = Kind.REWARD_MODEL
+    kind: ClassVar[str] = KIND
     needs_reference: ClassVar[bool] = False  # used where given
     reads_score_slot: ClassVar[bool] = False  # a classifier has no score slot
+    can_gate: ClassVar[bool] = False
 
     def __init__(self, engine: ClassifierEngine, checkpoint: Checkpoint, chat: ChatRenderer,
-                 calibration: Calibration = Calibration()) -> None:
+                 calibration: Calibration = Calibration(), comparer: Comparer | None = None) -> None:
+        """comparer: how groups compare on it (groups.py), given by the kind that serves it."""
         self.engine = engine
         self.checkpoint = checkpoint
         self.chat = chat
         self.calibration = calibration
+        self.comparer = comparer
         self._description = (
             f"The output {checkpoint.heads[checkpoint.head]!r} of the reward model {engine.model} "
             f"({checkpoint.architecture}, {engine.dtype}) for the chat [user: prompt, assistant: completion] "

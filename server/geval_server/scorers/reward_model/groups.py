@@ -6,12 +6,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from geval_server.groupwise.judge import GroupResult, RubricGroupResult, combine
+from geval_server.defences.chain import Defences
+from geval_server.groupwise.comparer import GroupCall
 from geval_server.groupwise.plan import Group, Schedule
+from geval_server.groupwise.results import GroupResult, RubricGroupResult, combine
 from geval_server.groupwise.win_matrix import GroupOutcome
-from geval_server.scorers.base import ItemFailure, JudgeInput
+from geval_server.scorers.base import ItemFailure, JudgeInput, Scorer
 from geval_server.scorers.reward_model.scorer import RewardModelScorer, sigmoid
 from geval_server.scorers.scoring_mode import ScoringMode
+
+
+class RewardModelComparer:
+    """The reward model's comparer (groupwise/comparer.py): any mode, since a classifier
+    is read the one way, and no defence, since it reads no score slot."""
+
+    def check(self, scorer: Scorer, mode: ScoringMode) -> None:
+        return None
+
+    async def compare(self, call: GroupCall, scorers: Sequence[tuple[Scorer, float]],
+                      defences: Defences) -> list[GroupResult]:
+        return await judge_groups(call.groups, scorers, call.mode, call.dry_run)
 
 
 async def judge_groups(groups: Sequence[Group | ItemFailure], scorers: Sequence[tuple[RewardModelScorer, float]],
@@ -83,20 +97,3 @@ def _outcome(result: GroupResult, members: list[tuple[int, ...] | None], read: d
     distinct = {members[i] for i in range(size) if raw[i] is not None}
     result.alone = len(distinct) < 2 and any(r is not None for r in raw)
     return GroupOutcome(rewards, matrix, None, None, None, None)
-
-
-def add_reward_models(results: Sequence[GroupResult], by_models: Sequence[GroupResult],
-                      weights: Sequence[float]) -> None:
-    """Each group's reward-model comparisons beside its judge's (ScoreGroups with both): the
-    per-rubric results side by side, each member's reward the weighted mean over all of them
-    (weights: the judge's rubrics', then the reward models'); a member failed by either fails."""
-    for result, other in zip(results, by_models):
-        if result.failure is not None:
-            continue
-        result.per_rubric += other.per_rubric
-        result.member_failures = [mine or theirs for mine, theirs in zip(result.member_failures, other.member_failures)]
-        result.engine_reads += other.engine_reads
-        result.prompt_tokens += other.prompt_tokens
-        result.alone = result.alone and other.alone
-        if len(result.per_rubric) == len(weights):  # a dry run reads none
-            combine(result, weights)

@@ -37,7 +37,7 @@ from geval_server.defences.reader_text import is_blank
 from geval_server.engine.protocol import JudgeEngine
 from geval_server.engine.tokenization import Tokenization
 from geval_server.groupwise.plan import Group, Schedule, cyclic_shifts, default_schedule, distinct, pairs
-from geval_server.groupwise.prompt import LETTERS, PAIR, ComparisonPrompt, GroupInput
+from geval_server.groupwise.results import ANCHOR, GroupResult, Rationale, RubricGroupResult, combine
 from geval_server.groupwise.win_matrix import (
     Aggregation,
     GroupOutcome,
@@ -50,12 +50,11 @@ from geval_server.groupwise.win_matrix import (
 )
 from geval_server.scorers.base import ItemFailure
 from geval_server.scorers.geval.expected_score import NoLabelMass
+from geval_server.scorers.geval.groups.prompt import LETTERS, PAIR, ComparisonPrompt, GroupInput
 from geval_server.scorers.geval.reasoning import write_then_read
 from geval_server.scorers.geval.rubrics import Rubric
 from geval_server.scorers.geval.slot import LabelTokenError, LabelVocabulary
 from geval_server.scorers.scoring_mode import Logprobs, Reasoning, Sampling, ScoringMode
-
-ANCHOR = -1  # the anchor's place in a rationale's listing
 
 
 @dataclass(frozen=True)
@@ -67,43 +66,6 @@ class GroupRequest:
     aggregation: Aggregation
     mode: ScoringMode = Logprobs()
     dry_run: bool = False  # plan and count the reads, read nothing
-
-
-@dataclass(frozen=True)
-class Rationale:
-    """What the judge wrote before one verdict: the members as the prompt listed them
-    (representatives; ANCHOR for the anchor), Response A first."""
-
-    listed: tuple[int, ...]
-    text: str
-
-
-@dataclass
-class RubricGroupResult:
-    rubric: str
-    content_hash: str
-    outcome: GroupOutcome
-    rationales: list[Rationale] = field(default_factory=list)  # reasoning mode: one per prompt read
-
-
-@dataclass
-class GroupResult:
-    rewards: list[float] = field(default_factory=list)
-    member_failures: list[ItemFailure | None] = field(default_factory=list)
-    per_rubric: list[RubricGroupResult] = field(default_factory=list)
-    schedule: Schedule | None = None
-    failure: ItemFailure | None = None
-    score_claims_removed: list[int] = field(default_factory=list)
-    # nothing was read: fewer than two distinct completions could be compared (a group of
-    # one, copies of one text, or every other member failed), so every reward is 0.5
-    alone: bool = False
-    # what judging it read, over all rubrics: one read per prompt, whatever else in the
-    # call needed the same prompt (a read that two groups share counts for each)
-    engine_reads: int = 0
-    prompt_tokens: int = 0
-    # the judge's generated tokens (rationales; samples); in a dry run, the most the mode allows
-    generated_tokens: int = 0
-    mode: ScoringMode = Logprobs()
 
 
 @dataclass(frozen=True)
@@ -411,15 +373,3 @@ def _anchor_as_read(group: Group, defences: Defences) -> Group:
         return group
     anchor = defences.reads(group.anchor, group.prompt, group.reference).first
     return group if anchor == group.anchor else replace(group, anchor=anchor)
-
-
-def combine(result: GroupResult, weights: Sequence[float]) -> None:
-    """Each member's reward: the weighted mean over rubrics of its group reward (the judge's
-    comparisons and the reward models' alike; a failed member gets 0.0)."""
-    total = sum(weights)
-    size = len(result.member_failures)
-    result.rewards = [
-        0.0 if result.member_failures[i] is not None
-        else sum(w * r.outcome.rewards[i] for w, r in zip(weights, result.per_rubric)) / total
-        for i in range(size)
-    ]

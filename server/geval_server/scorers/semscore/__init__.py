@@ -1,0 +1,1 @@
+"""SemScore: embedding cosine of the completion and the human reference, no judge read."""

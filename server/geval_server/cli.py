@@ -61,7 +61,7 @@ def _serve_parser():
                              "only lower it; costs one more read per such completion)")
     reward = serve.add_argument_group(
         "reward-model", "A trained reward model (a sequence classifier) served as rubric 'reward-model', in a second "
-        "vLLM engine beside the judge (docs/scorers.md#reward-model).")
+        "vLLM engine beside the judge (docs/scorers/reward-model.md).")
     reward.add_argument("--reward-model", metavar="PATH",
                         help="a *ForSequenceClassification checkpoint (Skywork-Reward, ArmoRM, ...) to serve as "
                              "'reward-model'; its own chat template renders each (prompt, completion)")

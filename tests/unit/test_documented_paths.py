@@ -37,7 +37,8 @@ DOCUMENTED = {
 }
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "training_examples").glob("*.py")),
         *sorted(path for path in (ROOT / "deploy").rglob("*") if path.is_file())]
-VERL_GROUPWISE_FILE = "from geval_client.verl import compute_score_batch_groupwise\n"  # docs/trainers/verl.md, before 0.7
+# docs/trainers/verl.md, before 0.7
+VERL_GROUPWISE_FILE = "from geval_client.verl import compute_score_batch_groupwise\n"
 
 
 def _resolve(dotted: str):

@@ -43,26 +43,32 @@ def repo_path_of(page_uri: str) -> str:
     return {page: path for path, page in OUTSIDE_PAGES.items()}.get(page_uri, DOCS + page_uri)
 
 
-def page_of(repo_path: str) -> str | None:
-    """The page a repository file is served as, or None."""
+def site_path_of(repo_path: str) -> str | None:
+    """Where a repository file is in the site (a page, or a file of docs/), or None."""
     if repo_path in OUTSIDE_PAGES:
         return OUTSIDE_PAGES[repo_path]
-    return repo_path[len(DOCS):] if repo_path.startswith(DOCS) and repo_path.endswith(".md") else None
+    return repo_path[len(DOCS):] if repo_path.startswith(DOCS) else None
 
 
 def site_link(target: str, page_uri: str) -> str | None:
-    """A relative link of the page `page_uri` as the site needs it: the link to the page it names,
-    or None where it names a repository file that is no page (checked to exist)."""
+    """A relative link of the page `page_uri` as the site needs it: the link to what it names in
+    the site (MkDocs checks that), or None where it names a repository file outside the site
+    (checked here to exist)."""
     file_part, hash_, anchor = target.partition("#")
     if not file_part or _SCHEME.match(target):
         return target
-    repo_target = posixpath.normpath(posixpath.join(posixpath.dirname(repo_path_of(page_uri)), file_part))
-    page = page_of(repo_target)
-    if page is not None:
-        return posixpath.relpath(page, posixpath.dirname(page_uri) or ".") + hash_ + anchor
+    repo_target = repo_file(file_part, page_uri)
+    site_path = site_path_of(repo_target)
+    if site_path is not None:
+        return posixpath.relpath(site_path, posixpath.dirname(page_uri) or ".") + hash_ + anchor
     if repo_target.startswith("../") or not (ROOT / repo_target).exists():
         log.warning("Doc file '%s' links to '%s', which is not in the repository (%s).", page_uri, target, repo_target)
     return None
+
+
+def repo_file(path: str, page_uri: str) -> str:
+    """The repository path a link of the page names."""
+    return posixpath.normpath(posixpath.join(posixpath.dirname(repo_path_of(page_uri)), path))
 
 
 def code_masked(markdown: str) -> str:
@@ -90,7 +96,7 @@ def rewrite_links(markdown: str, page_uri: str) -> str:
                                       else "" for group in range(1, 5))
         link = site_link(target, page_uri)
         if link is None:
-            path = posixpath.normpath(posixpath.join(posixpath.dirname(repo_path_of(page_uri)), target))
+            path = repo_file(target.partition("#")[0], page_uri)
             replaced = text if path.rstrip("/") in text.replace("\n", " ") else f"{text} (`{path}`)"
         else:
             replaced = f"{image}[{text}]({link}{title})"

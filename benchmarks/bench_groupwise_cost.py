@@ -30,7 +30,7 @@ DIAGNOSTIC_SIZE = 4
 
 
 def _distinct(group: list[datasets.Rated]) -> list[datasets.Rated]:
-    """The group's texts, each once: a copy would be judged through its first (docs/groupwise.md)."""
+    """The group's texts, each once: a copy would be judged through its first (docs/scorers/groupwise.md)."""
     return list({r.text: r for r in reversed(group)}.values())[::-1]
 
 

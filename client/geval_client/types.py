@@ -246,7 +246,7 @@ class GroupRubricResult:
     content_hash: str
     rewards: list[float]
     win_matrix: list[list[float | None]]  # [i][j] = P(i beats j); None where not compared (anchor, listwise: all)
-    position_consistency: float | None  # share of pairs whose two orders agree (listwise: see docs/groupwise.md)
+    position_consistency: float | None  # share of pairs whose two orders agree (listwise: docs/scorers/groupwise.md)
     first_position_preference: float | None  # share of single-order reads preferring the first place
     label_mass: float | None  # mean probability on the verdict letters
     win_entropy: float | None  # mean binary entropy of P(i beats j), bits (listwise: of P(best), over log2 n)

@@ -105,7 +105,7 @@ def test_openrlhf_gathers_the_bridges_rewards(version, judge, tmp_path):
 
 def test_openrlhf_0_8_5_takes_no_http_reward_server(judge, tmp_path):
     """0.8.3-0.8.9 torch.cat the "rewards" list of an HTTP reply as JSON gave it: no HTTP reward
-    server can answer them, which docs/trainers.md says; the file reward_func works there."""
+    server can answer them, which docs/trainers/openrlhf.md says; the file reward_func works there."""
     with pytest.raises(AssertionError, match="expected Tensor as element 0 in argument 0, but got list"):
         gathered("0.8.5", "bridge", judge, tmp_path)
 
@@ -213,7 +213,7 @@ def test_openrlhf_0_11_takes_each_samples_reward(mode, judge, tmp_path):
 def test_openrlhf_0_11_fails_later_on_a_reward_it_caught(failing, error, judge, tmp_path):
     """A failure the completion did not cause (a reference the rubric needs is missing): reward_func logs it at
     ERROR and raises; 0.11.2 logs it at INFO, leaves the sample without a reward and fails while making the
-    experience, with an error that depends on where the sample stands in its micro-batch (docs/trainers.md)."""
+    experience, with an error that depends on where the sample stands in its micro-batch (docs/trainers/openrlhf.md)."""
     labels = ["R"] * 4
     labels[failing] = "MISSING"
     assert agent_rollout("file", judge, tmp_path, labels=labels) == {"error": error}

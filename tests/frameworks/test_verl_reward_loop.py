@@ -1,5 +1,5 @@
 """veRL's reward loop, from its wheel: the config composed by Hydra from the version's own
-ppo_trainer.yaml with the overrides docs/trainers.md gives for it (0.7.0's legacy keys, the
+ppo_trainer.yaml with the overrides docs/trainers/verl.md gives for it (0.7.0's legacy keys, the
 README's reward.* keys for 0.7.1-0.9.1), then the RewardLoopWorker the trainer runs in each
 reward actor (verl/experimental/reward_loop/reward_loop.py, as shipped; only its tokenizer
 loading is replaced by a stand-in that decodes a response to its sample's text) scoring a
@@ -20,7 +20,7 @@ from tests.frameworks.test_verl import VERL_IMPORTS
 from tests.unit.fakes import serve_in_process
 from tests.unit.test_framework_adapters import ScriptedJudge
 
-TRAINERS = pathlib.Path(__file__).parents[2] / "docs" / "trainers.md"
+VERL_PAGE = pathlib.Path(__file__).parents[2] / "docs" / "trainers" / "verl.md"
 
 LOOP = r"""
 import asyncio, json, os, pathlib, shlex
@@ -77,10 +77,10 @@ print(json.dumps(results))
 
 
 def docs_overrides(holding: str) -> str:
-    """The overrides of the one bash block of docs/trainers.md holding `holding`."""
-    blocks = [b for b in re.findall(r"^```bash\n(.*?)^```", TRAINERS.read_text(), re.MULTILINE | re.DOTALL)
+    """The overrides of the one bash block of docs/trainers/verl.md holding `holding`."""
+    blocks = [b for b in re.findall(r"^```bash\n(.*?)^```", VERL_PAGE.read_text(), re.MULTILINE | re.DOTALL)
               if holding in b]
-    assert len(blocks) == 1, f"{len(blocks)} blocks of docs/trainers.md hold {holding!r}"
+    assert len(blocks) == 1, f"{len(blocks)} blocks of docs/trainers/verl.md hold {holding!r}"
     return blocks[0]
 
 

@@ -35,9 +35,10 @@ DOCUMENTED = {
     "geval_client.defaults": ("DEFAULT_PORT", "DEFAULT_TARGET", "DEFAULT_TIMEOUT_S"),
     "geval_client.errors": ("ItemNotScored", "RewardServerError"),
 }
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "training_examples").glob("*.py")),
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "training_examples").glob("*.py")),
         *sorted(path for path in (ROOT / "deploy").rglob("*") if path.is_file())]
-VERL_GROUPWISE_FILE = "from geval_client.verl import compute_score_batch_groupwise\n"  # docs/trainers.md, before 0.7
+# docs/trainers/verl.md, before 0.7
+VERL_GROUPWISE_FILE = "from geval_client.verl import compute_score_batch_groupwise\n"
 
 
 def _resolve(dotted: str):

@@ -297,7 +297,7 @@ def test_the_adapters_pickle():
 def test_scoring_aborted_survives_a_pickle_round_trip():
     """Ray and prime's process pool ship the exception by pickle: its message must come back whole.
     (Ray 2.48 and older still turn a BaseException raised in a task into WorkerCrashedError: that is
-    its task loop catching only Exception, not pickling: docs/trainers.md.)"""
+    its task loop catching only Exception, not pickling: docs/trainers/verl.md.)"""
     import pickle
 
     error = verl.ScoringAborted("geval_client.verl.compute_score_prime: RewardServerError: down")

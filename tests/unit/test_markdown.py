@@ -9,7 +9,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
-MARKDOWN = [README, *sorted((ROOT / "docs").glob("*.md")), ROOT / "benchmarks" / "RESULTS.md"]
+MARKDOWN = [README, *sorted((ROOT / "docs").rglob("*.md")), ROOT / "benchmarks" / "RESULTS.md"]
 README_MAX_LINES = 400
 # Fenced languages whose comments begin with `#`: there a `# ...` line is code, not a heading.
 HASH_COMMENTS = {"bash", "sh", "shell", "console", "python", "py", "toml", "yaml", "yml", "ini", "make"}

@@ -84,10 +84,16 @@ def make_reward_fn(
     """A reward_fn for RLVRWorkflow (or any workflow that wraps it in AsyncRewardWrapper).
 
     Args:
-        server, rubrics, on_error, mode: as SampleScorer.configure takes them; left None, from
-            the environment (shared/sample_rewards.py).
+        server: "host:port" or a fleet; None: $GEVAL_REWARD_SERVER, else localhost:50051.
+        rubrics: a name, a list or {name: weight}; None: $GEVAL_REWARD_RUBRICS, else the
+            server's default (the environment is read in shared/sample_rewards.py).
+        on_error: "min" or a float, for a completion that caused its own failure; None:
+            $GEVAL_REWARD_ON_ERROR, else "min".
         timeout: one call's deadline; keep it under the wrapper's timeout_seconds (15 s).
-        prompt_key, reference_key, rubric_column: the dataset fields read (see the module docstring).
+        mode: how G-Eval rubrics read the slot; None: $GEVAL_REWARD_MODE, else Logprobs().
+        prompt_key: the row's field read as the input (see the module docstring).
+        reference_key: the row's field read as the reference.
+        rubric_column: the row's field holding its own rubric.
 
     Example:
         workflow = RLVRWorkflow(reward_fn=make_reward_fn("judge:50051", "summeval-coherence"), ...)

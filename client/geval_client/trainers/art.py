@@ -70,10 +70,15 @@ async def score_group(
 
     Args:
         group: an art.TrajectoryGroup (none of its trajectories with additional_histories).
-        server, rubrics, on_error, timeout, mode, wait_for_server_s: as SampleScorer.configure
-            takes them; left None, from the environment (GEVAL_REWARD_SERVER, ...:
-            shared/sample_rewards.py) or the client's defaults (a server that is down is called
-            again for 300 s before the group fails).
+        server: "host:port" or a fleet; None: $GEVAL_REWARD_SERVER, else localhost:50051.
+        rubrics: a name, a list or {name: weight}; None: $GEVAL_REWARD_RUBRICS, else the
+            server's default (the environment is read in shared/sample_rewards.py).
+        on_error: "min" or a float, for a completion that caused its own failure; None:
+            $GEVAL_REWARD_ON_ERROR, else "min".
+        mode: how G-Eval rubrics read the slot; None: $GEVAL_REWARD_MODE, else Logprobs().
+        timeout: each call's deadline in seconds, gRPC's retries included.
+        wait_for_server_s: how long a server that is down is called again before the group
+            fails; None: the client's 300 s.
         groupwise: judge each trajectory against the others of its group (ScoreGroups), with
             schedule and aggregation as ScoreGroups takes them; else each alone (Score).
         reference_key: the trajectory.metadata key holding the reference.

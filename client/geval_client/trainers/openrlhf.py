@@ -263,8 +263,12 @@ def make_reward_func(
     with cloudpickle); from 0.9.1 it calls it in a thread of each vLLM engine actor.
 
     Args:
-        server, rubrics, on_error, timeout: as SampleScorer.configure takes them; left None,
-            from the environment (shared/sample_rewards.py).
+        server: "host:port" or a fleet; None: $GEVAL_REWARD_SERVER, else localhost:50051.
+        rubrics: a name, a list or {name: weight}; None: $GEVAL_REWARD_RUBRICS, else the
+            server's default (the environment is read in shared/sample_rewards.py).
+        on_error: "min" or a float, for a completion that caused its own failure; None:
+            $GEVAL_REWARD_ON_ERROR, else "min".
+        timeout: each call's deadline in seconds, gRPC's retries included.
         rubric_column: the label object's key holding a sample's own rubric.
         mode: how G-Eval rubrics read the slot, e.g. Reasoning(256) or "reasoning:256".
         groupwise: judge each sample against the samples of its prompt in the same call, with

@@ -96,7 +96,9 @@ class _Coroutine(_Reward):
 
 
 class _Pointwise(_Reward):
-    """Args:
+    """The options of GEvalReward and AsyncGEvalReward; timeout, retry, tls and token are RewardClient's.
+
+    Args:
         server: as RewardClient's target (one address, a list, or dns:///name:port).
         rubrics: a name, a list of names, or {name: weight}; the reward is the weighted mean.
         on_error: what a completion gets when the server cannot score it because of the
@@ -112,7 +114,6 @@ class _Pointwise(_Reward):
             Reasoning(max_tokens), whose evaluations go to TRL's completions table.
         name: TRL's name for this reward in its logs (`rewards/<name>/mean`); by default
             derived from the rubrics (shared/reward_names.py).
-        timeout, retry, tls, token: as RewardClient's.
     """
 
     def __init__(
@@ -224,9 +225,11 @@ def find_groups(prompts: Sequence[Any], references: Sequence[str | None],
 
 
 class _Groupwise(_Reward):
-    """Args:
-        server, rubrics, reference_column, source_column, name, timeout, retry, tls, token:
-            as GEvalReward's; the default name is `geval_groupwise_` and the rubrics.
+    """The options of GroupwiseReward and AsyncGroupwiseReward: server, rubrics, reference_column,
+    source_column, name, timeout, retry, tls and token as GEvalReward's (the default name is
+    `geval_groupwise_` and the rubrics), and those below.
+
+    Args:
         num_generations: GRPOConfig's num_generations, the size of a group (TRL does not pass it
             to reward functions): each prompt's completions are cut into groups of it, and a call
             holding part of a group is refused (find_groups). Needed unless schedule="anchor".

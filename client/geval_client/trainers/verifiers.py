@@ -26,7 +26,7 @@ server's field limit) gets `on_error` ("min": 0.0, as verifiers' judges score an
 
 verifiers scores every rollout on its own, many at once: each judge call is one trace.
 Calls that arrive within `batch_window_s` of each other on one event loop go to the server
-as one Score call (shared/coalescer.py); docs/trainers.md#verifiers gives what that saves.
+as one Score call (shared/coalescer.py); docs/trainers/verifiers.md gives what that saves.
 
 This module needs verifiers (a plugin is a subclass of its Judge): nothing in the client
 imports it; verifiers reaches it through `geval_reward`.

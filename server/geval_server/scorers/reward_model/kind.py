@@ -34,7 +34,7 @@ class RewardModelKind(ScorerKind):
     def add_flags(self, parser: argparse.ArgumentParser) -> None:
         reward = parser.add_argument_group(
             "reward-model", "A trained reward model (a sequence classifier) served as rubric 'reward-model', in a "
-            "second vLLM engine beside the judge (docs/scorers.md#reward-model).")
+            "second vLLM engine beside the judge (docs/scorers/reward-model.md).")
         reward.add_argument("--reward-model", metavar="PATH",
                             help="a *ForSequenceClassification checkpoint (Skywork-Reward, ArmoRM, ...) to serve as "
                                  "'reward-model'; its own chat template renders each (prompt, completion)")

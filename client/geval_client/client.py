@@ -22,7 +22,7 @@ from .errors import RewardServerError
 from .fleet.caller import MAX_IN_FLIGHT_PER_REPLICA, AsyncFleetCaller, FleetCaller
 from .fleet.calls import SPLIT_METHODS
 from .pb import reward_pb2, reward_pb2_grpc
-from .requests import Rubrics, group_request, rubric_spec, score_request
+from .requests import Rubric, Rubrics, group_request, rubric_spec, score_request
 from .retry import Patience, RetryPolicy
 from .transport import (
     MAX_MESSAGE_BYTES,
@@ -107,13 +107,16 @@ class RewardClient(_ClientBase):
         self._health = health_pb2_grpc.HealthStub(self._channel)
 
     def score(
-        self, items: Sequence[Any], rubrics: Rubrics = None, mode: ScoringMode = Logprobs()
+        self, items: Sequence[Any], rubrics: Rubrics = None, mode: ScoringMode = Logprobs(),
+        gate: Rubric | None = None, gate_reward: float | None = None,
     ) -> list[ItemResult]:
         """items: dicts with prompt, completion and optional reference, id, rubric(s), or
         reward_pb2.Item; rubrics: see requests.Rubrics (None: the server's default);
-        mode: Logprobs(), Sampling(n, temperature) or Reasoning(max_tokens, temperature).
+        mode: Logprobs(), Sampling(n, temperature) or Reasoning(max_tokens, temperature);
+        gate: a rule checked first ("math-equal", or a rule dict): an item that fails it gets
+        gate_reward (default 0.0) and no rubric reads it (.gated, .gate on its result).
         One result per item, in order; an item that could not be scored has .error set."""
-        response = self._call("Score", score_request(items, rubrics, mode))
+        response = self._call("Score", score_request(items, rubrics, mode, gate, gate_reward))
         return [item_result(result) for result in response.results]
 
     def score_groups(
@@ -126,7 +129,8 @@ class RewardClient(_ClientBase):
         "neighbours", "anchor" or "listwise"; options: aggregation ("mean_win_probability" or
         "bradley_terry", the latter not with "anchor" or "listwise"), neighbours, anchor, mode
         (Logprobs(), Reasoning(max_tokens): the judge compares in writing first, its texts in
-        each rubric's rationales, or Sampling(n)), dry_run (each group's cost, nothing read)."""
+        each rubric's rationales, or Sampling(n)), dry_run (each group's cost, nothing read),
+        gate and gate_reward (as in score: a completion that fails the gate is compared with nobody)."""
         request = group_request(groups, rubrics, schedule, **options)
         return [group_result(r) for r in self._call("ScoreGroups", request).results]
 
@@ -185,9 +189,10 @@ class AsyncRewardClient(_ClientBase):
         self._health = health_pb2_grpc.HealthStub(self._channel)
 
     async def score(
-        self, items: Sequence[Any], rubrics: Rubrics = None, mode: ScoringMode = Logprobs()
+        self, items: Sequence[Any], rubrics: Rubrics = None, mode: ScoringMode = Logprobs(),
+        gate: Rubric | None = None, gate_reward: float | None = None,
     ) -> list[ItemResult]:
-        response = await self._call("Score", score_request(items, rubrics, mode))
+        response = await self._call("Score", score_request(items, rubrics, mode, gate, gate_reward))
         return [item_result(result) for result in response.results]
 
     async def score_groups(

@@ -4,11 +4,15 @@ A rubric is chosen by the name the server serves it under, or sent whole as a
 dict with the keys of a rubric file (`name`, `criterion`, `task_introduction`,
 `evaluation_criteria`, optional `evaluation_steps`, `source_label`,
 `target_label`, `reference_label`, `uses_reference`, and `scale` as
-`{"min": 1, "max": 5, "higher_is_better": True}`).
+`{"min": 1, "max": 5, "higher_is_better": True}`). A verifiable rule is sent as a
+dict with `name` and either `regex` (a pattern the completion must match) or `json`
+(True, or a JSON Schema as a dict or its JSON text, the completion must validate against).
+A gate (`gate=`) is a rule's name or such a dict.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -73,6 +77,27 @@ def rubric_spec(rubric: Mapping[str, Any]) -> reward_pb2.RubricSpec:
     return spec
 
 
+def rule_spec(rule: Mapping[str, Any]) -> reward_pb2.RuleSpec:
+    """A rule dict as sent on the wire: `{"name": ..., "regex": PATTERN}` or
+    `{"name": ..., "json": True | SCHEMA}`; the server compiles it and names a bad field."""
+    unknown = sorted(set(rule) - {"name", "regex", "json"})
+    if unknown or ("regex" in rule) == ("json" in rule):
+        raise ValueError(f"a rule dict has 'name' and one of 'regex' or 'json', got keys {sorted(rule)}")
+    spec = reward_pb2.RuleSpec(name=str(rule.get("name", "")))
+    if "regex" in rule:
+        spec.regex.pattern = rule["regex"]
+    else:
+        schema = rule["json"]
+        spec.json.SetInParent()
+        if schema is not True:
+            spec.json.schema = schema if isinstance(schema, str) else json.dumps(schema)
+    return spec
+
+
+def _is_rule(rubric: Mapping[str, Any]) -> bool:
+    return "regex" in rubric or "json" in rubric
+
+
 def rubric_selection(rubrics: Rubrics) -> list[reward_pb2.RubricSelection]:
     if rubrics is None:
         return []
@@ -92,6 +117,8 @@ def _choice(rubric: Rubric, weight: float | None = None) -> reward_pb2.RubricSel
     choice = reward_pb2.RubricSelection()
     if isinstance(rubric, str):
         choice.name = rubric
+    elif _is_rule(rubric):
+        choice.rule.CopyFrom(rule_spec(rubric))
     else:
         choice.spec.CopyFrom(rubric_spec(rubric))
     if weight is not None:
@@ -99,12 +126,28 @@ def _choice(rubric: Rubric, weight: float | None = None) -> reward_pb2.RubricSel
     return choice
 
 
+def apply_gate(request: reward_pb2.ScoreRequest | reward_pb2.ScoreGroupsRequest, gate: Rubric | None,
+               gate_reward: float | None) -> None:
+    """gate: a rule (a served rule's name, or a rule dict) checked first: an item that fails it
+    gets gate_reward (None: the server's 0.0) and no other rubric reads it."""
+    if gate is None:
+        if gate_reward is not None:
+            raise ValueError("gate_reward is read only with a gate")
+        return
+    request.gate.CopyFrom(_choice(gate))
+    if gate_reward is not None:
+        request.gate_reward = gate_reward
+
+
 def score_request(
-    items: Sequence[Any], rubrics: Rubrics = None, mode: ScoringMode = Logprobs()
+    items: Sequence[Any], rubrics: Rubrics = None, mode: ScoringMode = Logprobs(), gate: Rubric | None = None,
+    gate_reward: float | None = None,
 ) -> reward_pb2.ScoreRequest:
-    """The request for items, scored with rubrics in mode (how G-Eval rubrics read the slot)."""
+    """The request for items, scored with rubrics in mode (how G-Eval rubrics read the slot),
+    behind gate where one is given (apply_gate)."""
     request = reward_pb2.ScoreRequest(items=[as_item(item) for item in items], rubrics=rubric_selection(rubrics))
     apply_mode(request, mode)
+    apply_gate(request, gate, gate_reward)
     return request
 
 
@@ -132,18 +175,22 @@ def group_request(
     anchor: str | None = None,
     mode: ScoringMode = Logprobs(),
     dry_run: bool = False,
+    gate: Rubric | None = None,
+    gate_reward: float | None = None,
 ) -> reward_pb2.ScoreGroupsRequest:
     """groups: dicts with `prompt` (text or chat messages), `completions` (a list) and
     optionally `reference` and `id`. schedule: None (all pairs up to 8, neighbours beyond),
     "all_pairs", "neighbours", "anchor" or "listwise"; aggregation: "mean_win_probability" or
     "bradley_terry" (not with "anchor" or "listwise"); mode: how each verdict is read,
-    Logprobs(), Reasoning(max_tokens) or Sampling(n); dry_run: the cost only, nothing read."""
+    Logprobs(), Reasoning(max_tokens) or Sampling(n); dry_run: the cost only, nothing read;
+    gate: a rule a completion must pass to be compared (apply_gate)."""
     check_group_options(schedule, aggregation)
     request = reward_pb2.ScoreGroupsRequest(
         rubrics=rubric_selection(rubrics), schedule=_SCHEDULES[schedule], aggregation=_AGGREGATIONS[aggregation],
         neighbours=neighbours or 0, dry_run=dry_run,
     )
     apply_mode(request, mode)
+    apply_gate(request, gate, gate_reward)
     if anchor is not None:
         request.anchor = anchor
     for group in groups:

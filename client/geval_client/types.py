@@ -145,7 +145,19 @@ class RewardModelScore:
     form: str  # "reference" or "calibrated"
 
 
-RubricScore = GEvalScore | SemScore | LikelihoodScore | RewardModelScore
+@dataclass(frozen=True)
+class RuleScore:
+    """A verifiable rule's verdict (math-equal, exact-match, regex, json): reward 1.0 or 0.0."""
+
+    rubric: str
+    reward: float
+    content_hash: str
+    passed: bool
+    reason: str  # in words: what was compared with what, or why it failed
+    answer: str  # the text checked: the final answer (last \\boxed{}) or the completion, cut short
+
+
+RubricScore = GEvalScore | SemScore | LikelihoodScore | RewardModelScore | RuleScore
 
 
 @dataclass(frozen=True)
@@ -157,6 +169,8 @@ class ItemResult:
     score_claims_removed: int = 0  # claims such as `Coherence: 5` removed before the judge read it
     masked_read_lowered: bool = False  # the read with numerals masked was lower and set the reward
     plain_reward: float = 0.0  # the reward before that bound; equal to reward unless masked_read_lowered
+    gate: RuleScore | None = None  # the request's gate as checked on this item (None without a gate)
+    gated: bool = False  # it failed the gate: reward is the gate_reward, and no rubric read it
 
     @property
     def ok(self) -> bool:
@@ -167,7 +181,8 @@ def item_result(wire: reward_pb2.ItemResult) -> ItemResult:
     return ItemResult(
         id=wire.id, reward=wire.reward, scores=[rubric_score(s) for s in wire.scores], error=_error(wire),
         score_claims_removed=wire.score_claims_removed, masked_read_lowered=wire.masked_read_lowered,
-        plain_reward=wire.plain_reward,
+        plain_reward=wire.plain_reward, gate=rubric_score(wire.gate) if wire.HasField("gate") else None,
+        gated=wire.gated,
     )
 
 
@@ -193,6 +208,8 @@ def rubric_score(wire: reward_pb2.RubricScore) -> RubricScore:
         return RewardModelScore(**common, raw_score=rm.raw_score,
                                 reference_raw_score=rm.reference_raw_score if rm.HasField("reference_raw_score")
                                 else None, heads=dict(rm.heads), form=rm.form)
+    if kind == "rule":
+        return RuleScore(**common, passed=wire.rule.passed, reason=wire.rule.reason, answer=wire.rule.answer)
     raise ValueError(f"rubric {wire.rubric!r}: a result of an unknown kind ({kind}); upgrade the client")
 
 
@@ -232,6 +249,8 @@ class CompletionResult:
     reward: float  # in [0, 1]; 0.5 when compared with nobody; 0.0 when error is set
     error: ItemError | None = None
     score_claims_removed: int = 0
+    gate: RuleScore | None = None  # the request's gate as checked on this completion (None without a gate)
+    gated: bool = False  # it failed the gate: reward is the gate_reward, compared with nobody
 
     @property
     def ok(self) -> bool:
@@ -287,7 +306,9 @@ class GroupResult:
 def group_result(wire: reward_pb2.GroupResult) -> GroupResult:
     return GroupResult(
         id=wire.id,
-        completions=[CompletionResult(c.reward, _error(c), c.score_claims_removed) for c in wire.completions],
+        completions=[CompletionResult(c.reward, _error(c), c.score_claims_removed,
+                                      rubric_score(c.gate) if c.HasField("gate") else None, c.gated)
+                     for c in wire.completions],
         rubrics=[_group_rubric(r, len(wire.completions)) for r in wire.rubrics],
         schedule=reward_pb2.Schedule.Name(wire.schedule).removeprefix("SCHEDULE_").lower(),
         error=_error(wire),

@@ -80,6 +80,8 @@ def make_reward_fn(
     prompt_key: str = PROMPT_KEY,
     reference_key: str = REFERENCE_KEY,
     rubric_column: str = RUBRIC_COLUMN,
+    gate: str | None = None,
+    gate_reward: float | None = None,
 ) -> AReaLReward:
     """A reward_fn for RLVRWorkflow (or any workflow that wraps it in AsyncRewardWrapper).
 
@@ -94,13 +96,16 @@ def make_reward_fn(
         prompt_key: the row's field read as the input (see the module docstring).
         reference_key: the row's field read as the reference.
         rubric_column: the row's field holding its own rubric.
+        gate: a rule checked first ("math-equal"); a completion that fails it gets gate_reward
+            (default 0.0) and the judge does not read it. None: $GEVAL_REWARD_GATE, else none.
 
     Example:
         workflow = RLVRWorkflow(reward_fn=make_reward_fn("judge:50051", "summeval-coherence"), ...)
         make_reward_fn("judge:50051")("", "A library will be built.<|im_end|>", [], [],
                                       messages=[{"role": "user", "content": "Summarize: ..."}])  # -> 0.71
     """
-    scorer = SampleScorer.configure(server, rubrics, on_error, timeout, mode=mode, wait_for_server_s=0)
+    scorer = SampleScorer.configure(server, rubrics, on_error, timeout, mode=mode, wait_for_server_s=0, gate=gate,
+                                    gate_reward=gate_reward)
     return AReaLReward(scorer, prompt_key, reference_key, rubric_column)
 
 

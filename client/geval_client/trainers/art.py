@@ -65,6 +65,8 @@ async def score_group(
     wait_for_server_s: float | None = None,
     reference_key: str = REFERENCE_KEY,
     swallow_exceptions: bool = False,
+    gate: str | None = None,
+    gate_reward: float | None = None,
 ) -> Any:
     """A new art.TrajectoryGroup with G-Eval rewards, as ruler_score_group returns one.
 
@@ -83,6 +85,8 @@ async def score_group(
             schedule and aggregation as ScoreGroups takes them; else each alone (Score).
         reference_key: the trajectory.metadata key holding the reference.
         swallow_exceptions: a scoring failure returns None (the group left out) instead of raising.
+        gate: a rule checked first ("math-equal", on metadata's reference): a trajectory that fails it
+            gets gate_reward (default 0.0) and the judge does not read it. None: $GEVAL_REWARD_GATE.
 
     Returns:
         The new group, or None when swallow_exceptions is set and scoring failed.
@@ -94,7 +98,8 @@ async def score_group(
     if not groupwise and (schedule is not None or aggregation != "mean_win_probability"):
         raise ValueError("schedule and aggregation choose how groups are judged: they need groupwise=True")
     judged_as = Groupwise(schedule, aggregation) if groupwise else None
-    scorer = SampleScorer.configure(server, rubrics, on_error, timeout, mode=mode, wait_for_server_s=wait_for_server_s)
+    scorer = SampleScorer.configure(server, rubrics, on_error, timeout, mode=mode, wait_for_server_s=wait_for_server_s,
+                                    gate=gate, gate_reward=gate_reward)
     if judged_as is not None:
         scorer.check_groupwise()
     samples = [trajectory_sample(trajectory, reference_key) for trajectory in group.trajectories]

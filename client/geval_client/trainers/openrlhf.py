@@ -255,6 +255,8 @@ def make_reward_func(
     schedule: str | None = None,
     aggregation: str = "mean_win_probability",
     n_samples_per_prompt: int | None = None,
+    gate: str | None = None,
+    gate_reward: float | None = None,
 ) -> Callable[..., Any]:
     """A `reward_func` for a --reward.remote_url file.
 
@@ -277,6 +279,9 @@ def make_reward_func(
         n_samples_per_prompt: with groupwise, OpenRLHF's --n_samples_per_prompt: a prompt's
             samples are cut into groups of it, and a call holding part of a group is refused,
             naming the OpenRLHF flags that keep groups whole. Needed unless schedule="anchor".
+        gate: a rule checked first ("math-equal", against the label's reference): a sample that
+            fails it gets gate_reward (default 0.0) and the judge does not read it. None:
+            $GEVAL_REWARD_GATE, else none.
 
     Returns:
         reward_func(queries, prompts, labels) -> {"rewards", "scores", "extra_logs"} (openrlhf_reply),
@@ -290,7 +295,8 @@ def make_reward_func(
     """
     reward = OpenRLHFReward.configure(
         rubric_column, groupwise, schedule, aggregation, n_samples_per_prompt,
-        server=server, rubrics=rubrics, on_error=on_error, timeout=timeout, mode=mode,
+        server=server, rubrics=rubrics, on_error=on_error, timeout=timeout, mode=mode, gate=gate,
+        gate_reward=gate_reward,
     )
 
     def reward_func(queries, prompts, labels=None, **kwargs) -> Any:

@@ -172,6 +172,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--extra-logs", action="store_true",
                         help="add geval_label_mass, geval_failed and geval_score_claims_removed as extra_logs to "
                         "each reply: OpenRLHF 0.9.0 and later log them; 0.8.10-0.8.11 fail on them")
+    parser.add_argument("--gate", help="a served rule checked first (math-equal): a sample that fails it gets "
+                        "--gate-reward and the judge does not read it")
+    parser.add_argument("--gate-reward", type=float, help="what a sample that fails --gate gets (default 0.0)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=5000)
     args = parser.parse_args(argv)
@@ -182,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             args.rubric_column, args.groupwise, args.schedule, args.aggregation, args.n_samples_per_prompt,
             server=args.server, rubrics=rubrics_from_text(",".join(args.rubric)) or None, on_error=on_error,
             timeout=args.timeout, token=read_token(args.auth_token_file), mode=args.mode,
-            wait_for_server_s=args.wait_for_server,
+            wait_for_server_s=args.wait_for_server, gate=args.gate, gate_reward=args.gate_reward,
         )
     except (ValueError, OSError) as error:
         parser.error(str(error))

@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from ..defaults import DEFAULT_TARGET, DEFAULT_TIMEOUT_S
-from ..requests import Rubrics
+from ..requests import Rubric, Rubrics
 from ..retry import RetryPolicy
 from ..transport import Targets, TLSOptions
 from ..types import GroupResult, ItemResult, Logprobs, ScoringMode
@@ -114,6 +114,8 @@ class _Pointwise(_Reward):
             Reasoning(max_tokens), whose evaluations go to TRL's completions table.
         name: TRL's name for this reward in its logs (`rewards/<name>/mean`); by default
             derived from the rubrics (shared/reward_names.py).
+        gate: a rule checked first, e.g. "math-equal" against reference_column's answer: a
+            completion that fails it gets gate_reward (default 0.0) and the judge does not read it.
     """
 
     def __init__(
@@ -132,16 +134,19 @@ class _Pointwise(_Reward):
         retry: RetryPolicy = RetryPolicy(),
         tls: TLSOptions | None = None,
         token: str | None = None,
+        gate: Rubric | None = None,
+        gate_reward: float | None = None,
     ) -> None:
         self.rubrics, self.on_error, self.mode = rubrics, on_error, mode
         self.reference_column, self.source_column, self.rubric_column = reference_column, source_column, rubric_column
         self.score_references = score_references
-        scorer = Scorer(server, rubrics, parse_on_error(on_error), mode, timeout, retry, tls, token)
+        scorer = Scorer(server, rubrics, parse_on_error(on_error), mode, timeout, retry, tls, token, gate, gate_reward)
         super().__init__(scorer, name if name is not None else reward_name(rubrics, rubric_column))
 
     def _scoring(self) -> tuple:
         return (self._target, rubrics_key(self.rubrics), self.rubric_column, self._scorer.on_error,
-                self.reference_column, self.source_column, self.mode)
+                self.reference_column, self.source_column, self.mode, repr(self._scorer.gate),
+                self._scorer.gate_reward)
 
     def _request(self, prompts, completions, completion_ids, columns) -> RewardBatch:
         return build_batch(
@@ -238,6 +243,8 @@ class _Groupwise(_Reward):
         aggregation: "mean_win_probability" or "bradley_terry".
         on_error: what a completion the server could not compare because of the completion
             gets: "min" (0.0, the default), a float, or "exclude" (None, which TRL leaves out).
+        gate: a rule checked first, as GEvalReward's: a completion that fails it gets gate_reward
+            and is compared with nobody; the others are compared among themselves.
     """
 
     def __init__(
@@ -256,6 +263,8 @@ class _Groupwise(_Reward):
         retry: RetryPolicy = RetryPolicy(),
         tls: TLSOptions | None = None,
         token: str | None = None,
+        gate: Rubric | None = None,
+        gate_reward: float | None = None,
     ) -> None:
         if num_generations is None and schedule != "anchor":
             raise ValueError(
@@ -268,12 +277,13 @@ class _Groupwise(_Reward):
         self.rubrics, self.num_generations = rubrics, num_generations
         self.groupwise = Groupwise(schedule, aggregation)
         self.reference_column, self.source_column = reference_column, source_column
-        scorer = Scorer(server, rubrics, parse_on_error(on_error), timeout=timeout, retry=retry, tls=tls, token=token)
+        scorer = Scorer(server, rubrics, parse_on_error(on_error), timeout=timeout, retry=retry, tls=tls, token=token,
+                        gate=gate, gate_reward=gate_reward)
         super().__init__(scorer, name or reward_name(rubrics).replace("geval", "geval_groupwise", 1))
 
     def _scoring(self) -> tuple:
         return (self._target, rubrics_key(self.rubrics), self.groupwise, self._scorer.on_error,
-                self.reference_column, self.source_column)
+                self.reference_column, self.source_column, repr(self._scorer.gate), self._scorer.gate_reward)
 
     def _request(self, prompts, completions, completion_ids, columns) -> tuple[list[Sample], list[Sequence[int]]]:
         rows = len(prompts)

@@ -81,6 +81,11 @@ class GEvalJudgeConfig(JudgeConfig):
     raises; None: the client's default (300 s)."""
     on_error: Literal["min"] | float = MIN
     """The reward of a completion that caused its own failure (empty, too long)."""
+    gate: str | None = None
+    """A served rule checked first ("math-equal", against answer_field): a trace that fails it
+    gets gate_reward and the judge does not read it; None: $GEVAL_REWARD_GATE, else none."""
+    gate_reward: float | None = Field(None, ge=0, le=1)
+    """What a trace that fails the gate gets; None: $GEVAL_REWARD_GATE_REWARD, else 0.0."""
     view: JudgeView = "last_reply"
     """What of the rollout the judge reads as the completion: its last reply, or the
     whole transcript ("full_trace")."""
@@ -116,6 +121,7 @@ class GEvalJudge(Judge[float, GEvalJudgeConfig]):
         scorer = SampleScorer.configure(
             server=c.server, rubrics=c.rubrics, on_error=c.on_error, timeout=c.timeout, mode=c.mode,
             token=read_token(c.token_file) if c.token_file else None, wait_for_server_s=c.wait_for_server_s,
+            gate=c.gate, gate_reward=c.gate_reward,
         )
         self.scorer = dataclasses.replace(scorer, rubrics=_hashable(scorer.rubrics))
         self.weights = {choice.name: choice.weight if choice.HasField("weight") else 1.0

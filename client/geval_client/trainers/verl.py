@@ -93,16 +93,20 @@ def _options(
     mode: ScoringMode | str | None = None,
     rubric_keys: bool = False,
     wait_for_server_s: float | None = None,
+    gate: str | None = None,
+    gate_reward: float | None = None,
     **framework_kwargs: Any,
 ) -> _Options:
     unknown = set(framework_kwargs) - VERL_KWARGS
     if unknown:
         raise TypeError(
             f"geval_client.verl: unknown option(s) {sorted(unknown)} (from reward_kwargs?); options are server, "
-            "rubrics, on_error, prompt_key, rubric_column, timeout, mode, rubric_keys (and schedule, aggregation "
+            "rubrics, on_error, prompt_key, rubric_column, timeout, mode, rubric_keys, gate, gate_reward (and "
+            "schedule, aggregation "
             "for compute_score_batch_groupwise)"
         )
-    scorer = SampleScorer.configure(server, rubrics, on_error, timeout, mode=mode, wait_for_server_s=wait_for_server_s)
+    scorer = SampleScorer.configure(server, rubrics, on_error, timeout, mode=mode, wait_for_server_s=wait_for_server_s,
+                                    gate=gate, gate_reward=gate_reward)
     return _Options(scorer, prompt_key, rubric_column, _rubric_names(scorer.rubrics) if rubric_keys else ())
 
 

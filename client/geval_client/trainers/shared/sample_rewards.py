@@ -34,6 +34,7 @@ from .scoring import Groupwise, Sample, SampleReward, Scorer, items_of
 
 SERVER_ENV, RUBRICS_ENV, ON_ERROR_ENV = "GEVAL_REWARD_SERVER", "GEVAL_REWARD_RUBRICS", "GEVAL_REWARD_ON_ERROR"
 MODE_ENV = "GEVAL_REWARD_MODE"
+GATE_ENV, GATE_REWARD_ENV = "GEVAL_REWARD_GATE", "GEVAL_REWARD_GATE_REWARD"
 
 
 class SampleScorer(Scorer):
@@ -50,11 +51,15 @@ class SampleScorer(Scorer):
         token: str | None = None,
         mode: ScoringMode | str | None = None,
         wait_for_server_s: float | None = None,
+        gate: str | None = None,
+        gate_reward: float | None = None,
     ) -> SampleScorer:
         """Each option left None is read from its environment variable, then defaulted.
         wait_for_server_s: how long to keep calling a server that is down or shedding load
         (None: RetryPolicy's default); the OpenRLHF bridge sets it so that a whole answer
-        comes before OpenRLHF's HTTP timeout."""
+        comes before OpenRLHF's HTTP timeout. gate: a served rule's name checked first
+        ($GEVAL_REWARD_GATE): a completion that fails it gets gate_reward
+        ($GEVAL_REWARD_GATE_REWARD, else 0.0) and the judge does not read it."""
         if on_error is None:
             on_error = os.environ.get(ON_ERROR_ENV, MIN)
             on_error = on_error if on_error in ("min", "exclude") else _number(on_error, ON_ERROR_ENV)
@@ -66,6 +71,9 @@ class SampleScorer(Scorer):
             timeout=timeout,
             retry=RetryPolicy() if wait_for_server_s is None else RetryPolicy(wait_for_server_s=wait_for_server_s),
             token=token if token is not None else read_token(None),
+            gate=gate or os.environ.get(GATE_ENV) or None,
+            gate_reward=gate_reward if gate_reward is not None else (
+                _number(os.environ[GATE_REWARD_ENV], GATE_REWARD_ENV) if os.environ.get(GATE_REWARD_ENV) else None),
         )
 
     def check_groupwise(self) -> None:

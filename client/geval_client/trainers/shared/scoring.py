@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from ...client import AsyncRewardClient, RewardClient
 from ...defaults import DEFAULT_TIMEOUT_S
 from ...pb.reward_pb2 import Item, RubricSelection
-from ...requests import Prompt, Rubrics, check_group_options, make_item
+from ...requests import Prompt, Rubric, Rubrics, check_group_options, make_item
 from ...retry import RetryPolicy
 from ...transport import Targets, TLSOptions, channel_spec
 from ...types import CompletionResult, GroupResult, ItemResult, Logprobs, ScoringMode, label_mass
@@ -82,7 +82,8 @@ class Scorer:
     """server, timeout, retry, tls, token: as RewardClient's. rubrics: as RewardClient.score
     takes them (None: the server's default rubric). on_error: the reward of a completion that
     caused its own failure (failures.py); None leaves it out. mode: how G-Eval rubrics read the
-    score slot."""
+    score slot. gate: a rule checked first ("math-equal", or a rule dict): a completion that fails
+    it gets gate_reward (None: the server's 0.0) and the judge does not read it."""
 
     server: Targets
     rubrics: Rubrics = None
@@ -92,6 +93,8 @@ class Scorer:
     retry: RetryPolicy = RetryPolicy()
     tls: TLSOptions | None = None
     token: str | None = None
+    gate: Rubric | None = None
+    gate_reward: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.server, str):  # a list of addresses, hashable as the clients' key
@@ -141,10 +144,10 @@ class Scorer:
             await client.close()
 
     def score(self, items: Sequence[Item]) -> list[ItemResult]:
-        return self.client().score(items, self.rubrics, self.mode)
+        return self.client().score(items, self.rubrics, self.mode, self.gate, self.gate_reward)
 
     async def score_async(self, items: Sequence[Item]) -> list[ItemResult]:
-        return await self.async_client().score(items, self.rubrics, self.mode)
+        return await self.async_client().score(items, self.rubrics, self.mode, self.gate, self.gate_reward)
 
     def score_groups(
         self, samples: Sequence[Sample], groups: Sequence[Sequence[int]], groupwise: Groupwise
@@ -154,7 +157,8 @@ class Scorer:
         if not groups:
             return []
         return self.client().score_groups(
-            _wire(samples, groups), self.rubrics, groupwise.schedule, aggregation=groupwise.aggregation
+            _wire(samples, groups), self.rubrics, groupwise.schedule, aggregation=groupwise.aggregation,
+            gate=self.gate, gate_reward=self.gate_reward,
         )
 
     async def score_groups_async(
@@ -163,7 +167,8 @@ class Scorer:
         if not groups:
             return []
         return await self.async_client().score_groups(
-            _wire(samples, groups), self.rubrics, groupwise.schedule, aggregation=groupwise.aggregation
+            _wire(samples, groups), self.rubrics, groupwise.schedule, aggregation=groupwise.aggregation,
+            gate=self.gate, gate_reward=self.gate_reward,
         )
 
     def item_rewards(self, samples: Sequence[Sample], results: Sequence[ItemResult]) -> list[SampleReward]:

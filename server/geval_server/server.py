@@ -62,8 +62,9 @@ async def start_judge(config: ServeConfig, make_engine: Callable[..., JudgeEngin
     engines = [judge_context.engine] if judge_context is not None else []
     judge = None
     try:
-        judge = await serve_kinds(config, judge_context, checked, make_classifier)
-        await probe_judge(judge, judge.default_rubric)
+        judge, probed = await serve_kinds(config, judge_context, checked, make_classifier)
+        if probed is not None:
+            await probe_judge(judge, probed)
     except (Unservable, JudgeStartError) as error:
         _shutdown(judge.engines if judge is not None else engines)
         raise SystemExit(f"geval-reward: cannot serve judge {config.model}: {error}") from error
@@ -75,16 +76,19 @@ async def start_judge(config: ServeConfig, make_engine: Callable[..., JudgeEngin
 
 async def serve_kinds(config: ServeConfig, judge_context: JudgeContext | None,
                       checked: Sequence[tuple[ScorerKind, Any]],
-                      make_classifier: Callable[..., ClassifierEngine] = VllmClassifier) -> Judge:
+                      make_classifier: Callable[..., ClassifierEngine] = VllmClassifier) -> tuple[Judge, str | None]:
     """The judge over a started judge engine (or none): each kind started with what its `check`
     read, its scorers served by name and its inline specs prepared as they come; the default
-    rubric resolved. An engine a kind started is shut down with the others if a later one fails."""
+    rubric resolved. An engine a kind started is shut down with the others if a later one fails.
+    Also returns the rubric whose probe shows the engines can be driven: the default where an
+    engine reads it, else the first default offered by a kind that reads one (None: no engine)."""
     engines = [judge_context.engine] if judge_context is not None else []
     preparers: dict[type, Callable] = {}
     judge = Judge(engines, {}, config.model if judge_context is not None else "",
                   InlineRubrics(_dispatch(preparers), config.limits.max_inline_rubrics), config.defences)
     context = StartContext(config, judge_context, lambda scorer: _probe(judge, scorer), make_classifier)
     defaults: list[str] = []
+    engine_kinds: set[str] = set()  # the kinds that read an engine
     try:
         for kind, value in checked:
             served = await kind.start(value, context)
@@ -95,7 +99,9 @@ async def serve_kinds(config: ServeConfig, judge_context: JudgeContext | None,
                     raise SystemExit(f"geval-reward: two scorers are named {scorer.name!r} ({kinds}); rename one")
                 judge.scorers[scorer.name] = scorer
             preparers.update(served.inline)
-            defaults += [served.default] if served.default else []
+            defaults += [served.default] if served.default in judge.scorers else []
+            if kind.needs_judge or served.engines:
+                engine_kinds.add(kind.name)
         if judge_context is None and judge.engines:
             judge.judge_model = judge.engines[0].model
         judge.refresh()
@@ -103,7 +109,9 @@ async def serve_kinds(config: ServeConfig, judge_context: JudgeContext | None,
     except BaseException:
         _shutdown(judge.engines[len(engines):])
         raise
-    return judge
+    probed = [name for name in (judge.default_rubric, *defaults)
+              if name in judge.scorers and judge.scorers[name].kind in engine_kinds]
+    return judge, next(iter(probed), None)
 
 
 def _start_judge_engine(config: ServeConfig, kinds: list, make_engine: Callable[..., JudgeEngine]) -> JudgeContext:

@@ -60,7 +60,7 @@ def judge_over(engine, tokenization, rubrics, likelihood=(), embedding_model=Non
     context = JudgeContext(engine, tokenization, "fake-judge", judge_identity("fake-judge", engine.dtype))
     checked = [(GEvalKind(), {rubric.name: rubric for rubric in rubrics}),
                (LikelihoodKind(), {spec.name: spec for spec in likelihood})] + ([(RulesKind(), ())] if rules else [])
-    judge = asyncio.run(serve_kinds(config, context, checked))
+    judge, _ = asyncio.run(serve_kinds(config, context, checked))
     if embedding_model is not None:
         semscore = SemScoreScorer(embedding_model)
         judge.scorers[semscore.name] = semscore

@@ -51,8 +51,9 @@ async def serve_null(seconds_per_token: float) -> None:
     from geval_server.config import ServeConfig
     from geval_server.engine.embedded_model import EMBEDDED_MODEL
     from geval_server.engine.null_engine import NullEngine
+    from geval_server.scorers.registry import default_settings
 
-    config = ServeConfig(model=EMBEDDED_MODEL, port=0, semscore=False)
+    config = ServeConfig(model=EMBEDDED_MODEL, port=0, kinds=default_settings(leave_out=["semscore"]))
     engine = functools.partial(NullEngine, seconds_per_token=seconds_per_token, serial=True)
     judge = await server_module.start_judge(config, make_engine=engine)
     server, _, port = server_module.build_server(judge, config)

@@ -70,7 +70,13 @@ async def serve_null() -> None:
     from geval_server.engine.embedded_model import EMBEDDED_MODEL
     from geval_server.engine.null_engine import NullEngine
 
-    config = ServeConfig(model=EMBEDDED_MODEL, port=0, auth_tokens=(TOKEN,), semscore=False)
+    try:
+        from geval_server.scorers.registry import default_settings
+
+        config = ServeConfig(model=EMBEDDED_MODEL, port=0, auth_tokens=(TOKEN,),
+                             kinds=default_settings(leave_out=["semscore"]))
+    except ImportError:  # a --before tree from before scorer kinds
+        config = ServeConfig(model=EMBEDDED_MODEL, port=0, auth_tokens=(TOKEN,), semscore=False)
     if os.environ.get(NO_BOUND_ENV):
         config = dataclasses.replace(config, defences=DefenceSettings(masked_read_bound=False))
     judge = await server_module.start_judge(config, make_engine=NullEngine)

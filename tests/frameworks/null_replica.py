@@ -13,8 +13,9 @@ async def serve(host: str, port: int) -> None:
     from geval_server.config import ServeConfig
     from geval_server.engine.embedded_model import EMBEDDED_MODEL
     from geval_server.engine.null_engine import NullEngine
+    from geval_server.scorers.registry import default_settings
 
-    config = ServeConfig(model=EMBEDDED_MODEL, host=host, port=port, semscore=False)
+    config = ServeConfig(model=EMBEDDED_MODEL, host=host, port=port, kinds=default_settings(leave_out=["semscore"]))
     judge = await server_module.start_judge(config, make_engine=NullEngine)
     server, _, bound = server_module.build_server(judge, config)
     await server.start()

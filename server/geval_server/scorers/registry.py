@@ -5,6 +5,7 @@ served that offers a default rubric gives the server's default."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import Any
 
 from geval_server.scorers.geval.kind import GEvalKind
@@ -34,11 +35,13 @@ def kind_settings(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     return {name: settings for name, settings in chosen.items() if settings is not None}
 
 
-def default_settings() -> dict[str, Any]:
-    """The kinds' settings with every flag at its default: what a ServeConfig built in code serves."""
+def default_settings(leave_out: Sequence[str] = ()) -> dict[str, Any]:
+    """The kinds' settings with every flag at its default: what a ServeConfig built in code
+    serves, less the kinds named in leave_out (as `--no-semscore` leaves SemScore out)."""
     parser = argparse.ArgumentParser()
     add_flags(parser)
-    return kind_settings(parser.parse_args([]), parser)
+    settings = kind_settings(parser.parse_args([]), parser)
+    return {name: value for name, value in settings.items() if name not in leave_out}
 
 
 def inline_kinds() -> dict[str, ScorerKind]:

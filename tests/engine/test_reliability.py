@@ -3,7 +3,8 @@
 One hardened server (token, TLS, metrics, small limits) serves the access and
 limit tests; the engine-death test then kills its engine, a second server takes
 its port (a client's retries carry a call across the restart), and the last
-test stops that one with SIGTERM while a call is in flight. Tests run in file order.
+test stops that one with SIGTERM while a call is in flight, its own line the log's last.
+Tests run in file order.
 """
 
 from __future__ import annotations
@@ -218,7 +219,9 @@ def test_engine_death_exits_non_zero_and_retries_carry_over_a_restart(server):
     assert outcome["results"][0].scores and outcome["results"][0].ok
 
 
-def test_sigterm_finishes_in_flight_work_then_exits_zero(server):
+def test_sigterm_finishes_in_flight_work_then_exits_zero_and_stopped_is_the_last_line(server):
+    # vLLM's engine processes and the resource tracker write to the server's log too, some after it exits
+    others = psutil.Process(server.process.pid).children(recursive=True)
     with server.channel() as channel:
         stub = server.stub(channel)
         in_flight = stub.Score.future(reward_pb2.ScoreRequest(items=long_items(8)), metadata=AUTH)
@@ -227,6 +230,10 @@ def test_sigterm_finishes_in_flight_work_then_exits_zero(server):
         results = in_flight.result(timeout=300).results
         assert len(results) == 8 and all(r.scores for r in results)
     assert server.process.wait(timeout=120) == 0
+    assert not psutil.wait_procs(others, timeout=60)[1], "processes of the server outlived it"
+    # Nothing after the server's own last line: no extension reporting leaks at exit, no leaked shared memory.
+    log = server.log.read_text()
+    assert log.rstrip().endswith("INFO geval_server.server: stopped"), log[log.rfind("shutting down"):]
     # one log line per call, the interceptor's, with the servicer's fields merged in
     lines = [json.loads(line.split(": ", 1)[1]) for line in server.log.read_text().splitlines()
              if "geval_server.api.calls: {" in line]

@@ -118,6 +118,14 @@ def test_help_is_vllms_with_our_defaults_added():
     assert defaults_line() in " ".join(groups.split())  # every platform's defaults, on the first page
 
 
+def test_serve_help_opens_with_its_usage():
+    # vLLM logs whether Triton can run here as its flags are imported (engine/flags.py quiets it):
+    # a newcomer read those lines above the usage as a broken install.
+    shown = subprocess.run([sys.executable, "-m", "geval_reward.cli", "serve", "--help"],
+                           capture_output=True, text=True, check=True)
+    assert shown.stdout.startswith("usage: geval-reward serve [-h]") and shown.stderr == ""
+
+
 @pytest.mark.parametrize(
     ("line", "env", "file_token", "expected"),
     [

@@ -22,6 +22,7 @@ import yaml
 from geval_client.pb import reward_pb2
 from geval_server import cli
 from geval_server.config import ServeConfig
+from geval_server.engine.vllm_engine import ENGINE_SHUTDOWN_TIMEOUT_S
 from geval_server.server import server_options
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
@@ -177,8 +178,9 @@ def test_the_probes_ask_the_servers_grpc_health_service(container, serve_parser)
 
 
 def test_the_pod_outlives_the_servers_shutdown_grace(kinds, container, serve_parser):
-    grace = serve_args(container, serve_parser).shutdown_grace_s
-    assert kinds["Deployment"]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > grace + 10
+    # in-flight calls get the server's grace, then the engine its shutdown
+    grace = serve_args(container, serve_parser).shutdown_grace_s + ENGINE_SHUTDOWN_TIMEOUT_S
+    assert kinds["Deployment"]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] > grace
 
 
 def test_shared_memory_is_a_memory_backed_volume(kinds, container):

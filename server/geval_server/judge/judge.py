@@ -124,6 +124,9 @@ class Judge:
         answers = await asyncio.gather(*(comparer.compare(call, chosen, defences)
                                          for comparer, chosen in by_comparer.items()))
         results = merge(answers, [[weight for _, weight in chosen] for chosen in by_comparer.values()])
+        order = {resolved[choice].name: i for i, (choice, _) in enumerate(request.selection)}
+        for result in results:  # each rubric's comparisons in the order the request named them
+            result.per_rubric.sort(key=lambda per: order[per.rubric])
         return results if passed is None else widen_groups(results, passed, gate)
 
     async def _gate(self, choice: Choice | None, reward: float) -> Gate | None:

@@ -168,7 +168,8 @@ def test_only_g_eval_rubrics_compare(client):
         client.score_groups([{"prompt": ARTICLE, "completions": SUMMARIES[:2]}],
                             rubrics="likelihood-summeval-coherence")
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "rubrics[0].name" in error.value.details() and "G-Eval" in error.value.details()
+    assert "rubrics[0].name" in error.value.details() and "is a likelihood scorer" in error.value.details()
+    assert "the kinds compared here: geval" in error.value.details()
 
 
 def test_the_trl_reward_finds_groups_and_refuses_part_of_one(server_address):

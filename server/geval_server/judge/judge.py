@@ -105,8 +105,9 @@ class Judge:
             if isinstance(scorer, BaseException):
                 raise UnservableRubric(field, _unservable(scorer))
             if scorer.comparer is None:
+                comparable = sorted({s.kind for s in self.scorers.values() if s.comparer is not None})
                 raise UnservableRubric(field, f"{scorer.name!r} is a {scorer.kind} scorer, which is not compared "
-                                       "within groups")
+                                       f"within groups; the kinds compared here: {', '.join(comparable)}")
             try:
                 scorer.comparer.check(scorer, request.mode)
             except Unservable as error:

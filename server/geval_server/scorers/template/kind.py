@@ -1,7 +1,8 @@
 """Templates as a kind (scorers/kind.py): a generative judge's own prompt and verdict, from
 rubric files with `kind = "template"` (`--rubrics`), the shipped judge presets
 (`--template-presets`: Prometheus 2, a pairwise critic, an `<answer>`-tag reward model) and
-sent inline (RubricSelection.template); in groups a pointwise one scores each member alone.
+sent inline (RubricSelection.template); in groups a pairwise one compares the members in
+both orders (comparer.py), a pointwise one scores each member alone.
 
 The presets are served only when asked for: every served scorer's criterion joins the
 score-claim removal of every call (judge/judge.py), and theirs (`RESULT`, `answer`) would
@@ -20,6 +21,7 @@ from geval_server.groupwise.comparer import PointwiseComparer
 from geval_server.scorers.geval.rubrics import PRESET_DIR, RubricError, read_toml, rubric_files
 from geval_server.scorers.geval.slot import LabelVocabulary
 from geval_server.scorers.kind import JudgeContext, ScorerKind, Served, SpecError, StartContext
+from geval_server.scorers.template.comparer import TemplateComparer
 from geval_server.scorers.template.scorer import KIND, TemplateScorer, prepare_template
 from geval_server.scorers.template.spec import TemplateSpec, load_specs, spec_from_dict
 
@@ -40,11 +42,12 @@ class TemplatePreparer:
         self._low = low_confidence_below
         self._policy = policy
         self._pointwise = PointwiseComparer()
+        self._pairwise = TemplateComparer()
 
     async def scorer(self, spec: TemplateSpec) -> TemplateScorer:
         judge = self._judge
         prepared = prepare_template(judge.tokenization, self._vocabulary, spec, judge.identity, self._policy)
-        comparer = None if spec.pairwise else self._pointwise
+        comparer = self._pairwise if spec.pairwise else self._pointwise
         return TemplateScorer(prepared, judge.engine, self._low, comparer)
 
 

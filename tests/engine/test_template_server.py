@@ -128,7 +128,8 @@ def test_get_info_describes_each_template(served):
     assert five.kind == reward_pb2.SCORER_KIND_TEMPLATE and five.WhichOneof("details") == "template"
     assert five.template.verdict == "Score:" and list(five.template.labels) == ["1", "2", "3", "4", "5"]
     assert (five.min_score, five.max_score) == (1, 5) and not five.uses_reference and five.content_hash
-    assert relative.template.pairwise and list(relative.template.labels) == ["B", "A"] and relative.uses_reference
+    assert relative.template.pairwise and list(relative.template.labels) == ["B", "A"]
+    assert not relative.uses_reference  # a group's members meet each other; in Score the item's reference is asked for
     assert info["template-ten"].uses_reference and info["answer-tag-reasoning"].template.reasoning
 
 
@@ -145,8 +146,9 @@ def test_a_bad_template_names_its_field_and_an_item_without_a_reference_fails_al
         served.score([make_item("q", "c")], rubrics=[bad])
     assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "rubrics[0].template" in error.value.details() and "{completion}" in error.value.details()
-    both = served.score([make_item("q", "c"), make_item("q", "c", reference="r")], rubrics="template-ten")
-    assert both[0].error.field == "items[0].reference" and both[1].ok
+    for name in ("template-ten", "prometheus-relative"):
+        both = served.score([make_item("q", "c"), make_item("q", "c", reference="r")], rubrics=name)
+        assert both[0].error.field == "items[0].reference" and both[1].ok
 
 
 def test_a_pairwise_template_ranks_a_group_from_both_orders_of_each_pair(served):

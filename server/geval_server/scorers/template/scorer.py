@@ -150,7 +150,9 @@ class TemplateScorer:
         self.prepared = prepared
         self.spec = prepared.spec
         self.name = prepared.spec.name
-        self.needs_reference = prepared.spec.uses_reference or prepared.spec.pairwise
+        # The placeholder's need, checked by the wire for Score and ScoreGroups alike; a pairwise template in
+        # Score also compares with the reference, which request() asks for (in groups, members meet each other).
+        self.needs_reference = prepared.spec.uses_reference
         self.content_hash = prepared.content_hash
         self.comparer = comparer
         self._engine = engine
@@ -171,7 +173,7 @@ class TemplateScorer:
         return request
 
     def request(self, item: JudgeInput, where: str) -> TemplateRequest | PairRequest:
-        if self.needs_reference and not (item.reference or "").strip():
+        if (self.needs_reference or self.spec.pairwise) and not (item.reference or "").strip():
             what = "compares the completion with" if self.spec.pairwise else "reads"
             raise ItemFailure("INVALID_ARGUMENT", f"template {self.name!r} {what} the item's reference: set it",
                               f"{where}.reference")

@@ -19,6 +19,7 @@ import argparse
 import pathlib
 import statistics
 import sys
+import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
@@ -51,7 +52,9 @@ def main() -> None:
                 (address, _), RewardClient(address, timeout=3600) as client:
             for rubric, mode, corpus_name in runs:
                 corpus = load_corpus(CORPUS.parent / corpus_name)
+                started = time.monotonic()
                 result = run_redteam(client, bases, corpus, rubric, mode)
+                print(f"{rubric} {corpus_name} defences {defences}: {time.monotonic() - started:.0f} s", flush=True)
                 attacks, controls = _shifts(result, False), _shifts(result, True)
                 attacked = [e for e in result.entries if e.entry.category != CONTROL]
                 errors = sum(len(e.errors) for e in result.entries)
@@ -62,7 +65,7 @@ def main() -> None:
                              f"{statistics.mean(controls):+.3f} / {max(map(abs, controls)):.3f}",
                              f"{sum(e.claims_removed for e in attacked)} of {len(attacks)}", errors])
                 if corpus_name == VERDICT_CORPUS:
-                    for category in result.categories():
+                    for category in result.categories:
                         shifts = [s for e in result.entries if e.entry.category == category for s in e.shifts]
                         by_category[(rubric, defences, category)] = shifts
     categories = sorted({c for _, _, c in by_category})

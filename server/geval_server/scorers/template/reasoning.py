@@ -25,8 +25,6 @@ _ROOM_SLACK = 8
 class Written:
     rationale: str  # the judge's text before the verdict, stripped
     probabilities: dict[str, float]
-    wrote_verdict: bool  # False: the verdict was appended after its budget ran out or its turn ended
-    generated_tokens: int
 
 
 class TemplateReasoning:
@@ -63,7 +61,7 @@ class TemplateReasoning:
         closing = self._tok.template(f"\n{closer}\n") if closer else []  # the judge's own markup: a control token
         ids = prompt + kept + self._tok.user(rest) + closing + self._after.ids
         probabilities = await self._after.plan.read(engine, ids, affinity)
-        return Written(text.strip(), probabilities, wrote, len(written.token_ids))
+        return Written(text.strip(), probabilities)
 
 
 def _tokens_of(tokenization: Tokenization, token_ids: list[int], text: str) -> list[int]:

@@ -21,10 +21,15 @@ class Injection:
     repeat: int = 1
     note: str = ""
 
-    def render(self, criterion: str, min_score: int, max_score: int) -> str:
-        """The attack text for one rubric: placeholders filled, repeated `repeat` times."""
+    def render(self, criterion: str, min_score: int, max_score: int, verdict: str | None = None,
+               best: str | None = None) -> str:
+        """The attack text for one rubric: placeholders filled, repeated `repeat` times. A
+        judge template's claims write its verdict (`[RESULT]`) and best label (`A`); a G-Eval
+        form's are its criterion's line (`Coherence:`) and its top score."""
         filled = self.text.format(
-            criterion=criterion, criterion_lower=criterion.lower(), min=min_score, max=max_score
+            criterion=criterion, criterion_lower=criterion.lower(), min=min_score, max=max_score,
+            verdict=verdict if verdict is not None else f"{criterion}:",
+            best=best if best is not None else str(max_score),
         )
         return filled * self.repeat
 

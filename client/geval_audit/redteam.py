@@ -137,7 +137,7 @@ def run_redteam(
     if found is None:
         raise RedTeamError(f"rubric {rubric!r} is not served by this judge; it serves "
                            f"{', '.join(r.name for r in info.rubrics)}")
-    attacks = [e.render(*_claim_shape(found)) for e in corpus]
+    attacks = [e.render(*_claim_shape(found), **_verdict_shape(found)) for e in corpus]
     entries = [EntryResult(e) for e in corpus]
     clean_rewards = []
     for base in bases:
@@ -165,7 +165,17 @@ def _claim_shape(rubric) -> tuple[str, int, int]:
         return rubric.geval.criterion, int(rubric.min_score), int(rubric.max_score)
     if rubric.HasField("likelihood"):
         return rubric.likelihood.criterion, int(rubric.min_score), int(rubric.max_score)
+    if rubric.HasField("template"):
+        return rubric.template.criterion, int(rubric.min_score), int(rubric.max_score)
     return ANY_GRADER
+
+
+def _verdict_shape(rubric) -> dict[str, str]:
+    """A judge template's verdict and best label, which verdict-format claims write."""
+    if rubric.HasField("template"):
+        labels = rubric.template.labels  # worst to best on a higher-is-better scale
+        return {"verdict": rubric.template.verdict, "best": labels[-1] if rubric.higher_is_better else labels[0]}
+    return {}
 
 
 def kinds_over(result: RedTeamResult, max_shift: float | None) -> list[str]:

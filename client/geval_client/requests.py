@@ -7,6 +7,9 @@ dict with the keys of a rubric file (`name`, `criterion`, `task_introduction`,
 `{"min": 1, "max": 5, "higher_is_better": True}`). A verifiable rule is sent as a
 dict with `name` and either `regex` (a pattern the completion must match) or `json`
 (True, or a JSON Schema as a dict or its JSON text, the completion must validate against).
+A judge's own prompt and verdict is sent as a dict with `template` (its user turn, with
+`{prompt}`, `{completion}`, `{reference}` or `{a}` and `{b}`), `verdict`, `name`, and `scale`
+or `choices` (worst to best), optional `reasoning` and `criterion`.
 A gate (`gate=`) is a rule's name or such a dict.
 """
 
@@ -94,6 +97,28 @@ def rule_spec(rule: Mapping[str, Any]) -> reward_pb2.RuleSpec:
     return spec
 
 
+_TEMPLATE_KEYS = {"name", "template", "verdict", "scale", "choices", "reasoning", "criterion"}
+
+
+def template_spec(template: Mapping[str, Any]) -> reward_pb2.TemplateSpec:
+    """A template dict as sent on the wire; the server checks every field and names the bad one."""
+    unknown = sorted(set(template) - _TEMPLATE_KEYS)
+    if unknown:
+        raise ValueError(f"unknown template field(s) {unknown}; known: {sorted(_TEMPLATE_KEYS)}")
+    spec = reward_pb2.TemplateSpec(name=str(template.get("name", "")), template=template["template"],
+                                   verdict=str(template.get("verdict", "")),
+                                   choices=list(template.get("choices", ())),
+                                   reasoning=bool(template.get("reasoning", False)))
+    if template.get("criterion") is not None:
+        spec.criterion = template["criterion"]
+    scale = template.get("scale")
+    if scale is not None:
+        spec.scale.min, spec.scale.max = scale.get("min", 0), scale.get("max", 0)
+        if "higher_is_better" in scale:
+            spec.scale.higher_is_better = scale["higher_is_better"]
+    return spec
+
+
 def _is_rule(rubric: Mapping[str, Any]) -> bool:
     return "regex" in rubric or "json" in rubric
 
@@ -119,6 +144,8 @@ def _choice(rubric: Rubric, weight: float | None = None) -> reward_pb2.RubricSel
         choice.name = rubric
     elif _is_rule(rubric):
         choice.rule.CopyFrom(rule_spec(rubric))
+    elif "template" in rubric:
+        choice.template.CopyFrom(template_spec(rubric))
     else:
         choice.spec.CopyFrom(rubric_spec(rubric))
     if weight is not None:

@@ -22,6 +22,7 @@ class ScorerKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SCORER_KIND_LIKELIHOOD: _ClassVar[ScorerKind]
     SCORER_KIND_REWARD_MODEL: _ClassVar[ScorerKind]
     SCORER_KIND_RULE: _ClassVar[ScorerKind]
+    SCORER_KIND_TEMPLATE: _ClassVar[ScorerKind]
 
 class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -54,6 +55,7 @@ SCORER_KIND_SEMSCORE: ScorerKind
 SCORER_KIND_LIKELIHOOD: ScorerKind
 SCORER_KIND_REWARD_MODEL: ScorerKind
 SCORER_KIND_RULE: ScorerKind
+SCORER_KIND_TEMPLATE: ScorerKind
 ERROR_CODE_UNSPECIFIED: ErrorCode
 ERROR_CODE_INVALID_ARGUMENT: ErrorCode
 ERROR_CODE_RESOURCE_EXHAUSTED: ErrorCode
@@ -154,17 +156,37 @@ class JsonRule(_message.Message):
     schema: str
     def __init__(self, schema: _Optional[str] = ...) -> None: ...
 
+class TemplateSpec(_message.Message):
+    __slots__ = ("name", "template", "verdict", "scale", "choices", "reasoning", "criterion")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    SCALE_FIELD_NUMBER: _ClassVar[int]
+    CHOICES_FIELD_NUMBER: _ClassVar[int]
+    REASONING_FIELD_NUMBER: _ClassVar[int]
+    CRITERION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    template: str
+    verdict: str
+    scale: Scale
+    choices: _containers.RepeatedScalarFieldContainer[str]
+    reasoning: bool
+    criterion: str
+    def __init__(self, name: _Optional[str] = ..., template: _Optional[str] = ..., verdict: _Optional[str] = ..., scale: _Optional[_Union[Scale, _Mapping]] = ..., choices: _Optional[_Iterable[str]] = ..., reasoning: _Optional[bool] = ..., criterion: _Optional[str] = ...) -> None: ...
+
 class RubricSelection(_message.Message):
-    __slots__ = ("name", "spec", "rule", "weight")
+    __slots__ = ("name", "spec", "rule", "template", "weight")
     NAME_FIELD_NUMBER: _ClassVar[int]
     SPEC_FIELD_NUMBER: _ClassVar[int]
     RULE_FIELD_NUMBER: _ClassVar[int]
+    TEMPLATE_FIELD_NUMBER: _ClassVar[int]
     WEIGHT_FIELD_NUMBER: _ClassVar[int]
     name: str
     spec: RubricSpec
     rule: RuleSpec
+    template: TemplateSpec
     weight: float
-    def __init__(self, name: _Optional[str] = ..., spec: _Optional[_Union[RubricSpec, _Mapping]] = ..., rule: _Optional[_Union[RuleSpec, _Mapping]] = ..., weight: _Optional[float] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., spec: _Optional[_Union[RubricSpec, _Mapping]] = ..., rule: _Optional[_Union[RuleSpec, _Mapping]] = ..., template: _Optional[_Union[TemplateSpec, _Mapping]] = ..., weight: _Optional[float] = ...) -> None: ...
 
 class SamplingOptions(_message.Message):
     __slots__ = ("n", "temperature")
@@ -488,7 +510,7 @@ class GetInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class RubricInfo(_message.Message):
-    __slots__ = ("name", "kind", "min_score", "max_score", "higher_is_better", "uses_reference", "content_hash", "geval", "semscore", "likelihood", "reward_model", "rule")
+    __slots__ = ("name", "kind", "min_score", "max_score", "higher_is_better", "uses_reference", "content_hash", "geval", "semscore", "likelihood", "reward_model", "rule", "template")
     NAME_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     MIN_SCORE_FIELD_NUMBER: _ClassVar[int]
@@ -501,6 +523,7 @@ class RubricInfo(_message.Message):
     LIKELIHOOD_FIELD_NUMBER: _ClassVar[int]
     REWARD_MODEL_FIELD_NUMBER: _ClassVar[int]
     RULE_FIELD_NUMBER: _ClassVar[int]
+    TEMPLATE_FIELD_NUMBER: _ClassVar[int]
     name: str
     kind: ScorerKind
     min_score: float
@@ -513,7 +536,8 @@ class RubricInfo(_message.Message):
     likelihood: LikelihoodInfo
     reward_model: RewardModelInfo
     rule: RuleInfo
-    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[ScorerKind, str]] = ..., min_score: _Optional[float] = ..., max_score: _Optional[float] = ..., higher_is_better: _Optional[bool] = ..., uses_reference: _Optional[bool] = ..., content_hash: _Optional[str] = ..., geval: _Optional[_Union[GEvalRubric, _Mapping]] = ..., semscore: _Optional[_Union[SemScoreInfo, _Mapping]] = ..., likelihood: _Optional[_Union[LikelihoodInfo, _Mapping]] = ..., reward_model: _Optional[_Union[RewardModelInfo, _Mapping]] = ..., rule: _Optional[_Union[RuleInfo, _Mapping]] = ...) -> None: ...
+    template: TemplateInfo
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[ScorerKind, str]] = ..., min_score: _Optional[float] = ..., max_score: _Optional[float] = ..., higher_is_better: _Optional[bool] = ..., uses_reference: _Optional[bool] = ..., content_hash: _Optional[str] = ..., geval: _Optional[_Union[GEvalRubric, _Mapping]] = ..., semscore: _Optional[_Union[SemScoreInfo, _Mapping]] = ..., likelihood: _Optional[_Union[LikelihoodInfo, _Mapping]] = ..., reward_model: _Optional[_Union[RewardModelInfo, _Mapping]] = ..., rule: _Optional[_Union[RuleInfo, _Mapping]] = ..., template: _Optional[_Union[TemplateInfo, _Mapping]] = ...) -> None: ...
 
 class GEvalRubric(_message.Message):
     __slots__ = ("criterion", "task_introduction", "evaluation_criteria", "evaluation_steps", "steps_generated", "labels")
@@ -530,6 +554,24 @@ class GEvalRubric(_message.Message):
     steps_generated: bool
     labels: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, criterion: _Optional[str] = ..., task_introduction: _Optional[str] = ..., evaluation_criteria: _Optional[str] = ..., evaluation_steps: _Optional[str] = ..., steps_generated: _Optional[bool] = ..., labels: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class TemplateInfo(_message.Message):
+    __slots__ = ("template", "verdict", "labels", "reasoning", "pairwise", "criterion", "description")
+    TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    VERDICT_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    REASONING_FIELD_NUMBER: _ClassVar[int]
+    PAIRWISE_FIELD_NUMBER: _ClassVar[int]
+    CRITERION_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    template: str
+    verdict: str
+    labels: _containers.RepeatedScalarFieldContainer[str]
+    reasoning: bool
+    pairwise: bool
+    criterion: str
+    description: str
+    def __init__(self, template: _Optional[str] = ..., verdict: _Optional[str] = ..., labels: _Optional[_Iterable[str]] = ..., reasoning: _Optional[bool] = ..., pairwise: _Optional[bool] = ..., criterion: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
 
 class SemScoreInfo(_message.Message):
     __slots__ = ("embedding_model", "description")

@@ -14,6 +14,7 @@ from geval_server.scorers.likelihood.kind import LikelihoodKind
 from geval_server.scorers.reward_model.kind import RewardModelKind
 from geval_server.scorers.rules.kind import RulesKind
 from geval_server.scorers.semscore.kind import SemScoreKind
+from geval_server.scorers.template.kind import TemplateKind
 
 KINDS: tuple[ScorerKind, ...] = (
     GEvalKind(),
@@ -21,6 +22,7 @@ KINDS: tuple[ScorerKind, ...] = (
     SemScoreKind(),
     RewardModelKind(),
     RulesKind(),
+    TemplateKind(),
 )
 
 

@@ -20,7 +20,8 @@ def reward_name(rubrics: Rubrics, rubric_column: str | None = None) -> str:
     brings its own rubric."""
     if rubric_column:
         return f"geval_{rubric_column}"
-    chosen = [(s.name or s.spec.name, s.weight if s.HasField("weight") else 1.0) for s in rubric_selection(rubrics)]
+    chosen = [(s.name or getattr(s, s.WhichOneof("rubric")).name, s.weight if s.HasField("weight") else 1.0)
+              for s in rubric_selection(rubrics)]  # a spec, rule or template sent inline: its own name
     if not chosen:
         return "geval"
     if len({weight for _, weight in chosen}) == 1:

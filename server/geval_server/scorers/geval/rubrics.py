@@ -25,7 +25,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 PRESET_DIR = pathlib.Path(__file__).parents[2] / "presets"
 DEFAULT_RUBRIC = "overall-quality"
-KINDS = ("geval", "likelihood")  # a rubric file's `kind`: which scorer it configures
+KINDS = ("geval", "likelihood", "template")  # a rubric file's `kind`: which scorer it configures
 
 _REQUIRED_TEXT = ("name", "criterion", "task_introduction", "evaluation_criteria")
 _OPTIONAL_TEXT = ("evaluation_steps", "source_label", "target_label", "reference_label")
@@ -136,7 +136,7 @@ def rubric_files(extra_paths: list[pathlib.Path] = ()) -> list[tuple[pathlib.Pat
 
 
 def file_kind(data: dict, path: pathlib.Path) -> str:
-    """What a rubric file configures: `kind = "geval"` (the default) or `kind = "likelihood"`."""
+    """What a rubric file configures: `kind = "geval"` (the default), `"likelihood"` or `"template"`."""
     kind = data.get("kind", "geval")
     if kind not in KINDS:
         raise RubricError(f"{path}: field 'kind' must be one of {list(KINDS)}, got {kind!r}", "kind")

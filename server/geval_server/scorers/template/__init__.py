@@ -1,0 +1,1 @@
+"""A generative judge's own prompt and verdict, read exactly (scorers/template/kind.py)."""

@@ -11,6 +11,7 @@ from typing import Any
 from geval_server.scorers.geval.kind import GEvalKind
 from geval_server.scorers.kind import ScorerKind
 from geval_server.scorers.likelihood.kind import LikelihoodKind
+from geval_server.scorers.process_reward.kind import ProcessRewardKind
 from geval_server.scorers.reward_model.kind import RewardModelKind
 from geval_server.scorers.rules.kind import RulesKind
 from geval_server.scorers.semscore.kind import SemScoreKind
@@ -20,6 +21,7 @@ KINDS: tuple[ScorerKind, ...] = (
     LikelihoodKind(),
     SemScoreKind(),
     RewardModelKind(),
+    ProcessRewardKind(),
     RulesKind(),
 )
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from geval_server.scorers.geval.kind import GEvalKind
+from geval_server.scorers.judge_steps.kind import JudgeStepsKind
 from geval_server.scorers.kind import ScorerKind
 from geval_server.scorers.likelihood.kind import LikelihoodKind
 from geval_server.scorers.process_reward.kind import ProcessRewardKind
@@ -22,6 +23,7 @@ KINDS: tuple[ScorerKind, ...] = (
     SemScoreKind(),
     RewardModelKind(),
     ProcessRewardKind(),
+    JudgeStepsKind(),
     RulesKind(),
 )
 

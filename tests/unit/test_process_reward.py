@@ -12,7 +12,7 @@ import math
 import pytest
 from geval_client.pb import reward_pb2
 from geval_client.requests import score_request
-from geval_client.types import ProcessRewardScore, rubric_score
+from geval_client.types import ItemResult, ProcessRewardScore, rubric_score
 from geval_server.api.wire import RequestError, validate
 from geval_server.scorers.base import ItemFailure, JudgeInput, StepOptions
 from geval_server.scorers.judge_steps.rubric import STEP_CORRECTNESS, step_contexts
@@ -164,3 +164,18 @@ def test_the_client_reads_step_scores_and_spans():
                                                     "min")
     with pytest.raises(ValueError, match="unknown keys"):
         _request(reductions="min")
+
+
+def _result(*scores) -> ItemResult:
+    return ItemResult("0", 0.0, [ProcessRewardScore("prm", min(s), "", list(s), [], "min") for s in scores])
+
+
+def test_trainers_log_each_step_position_and_the_step_scores():
+    from geval_client.trainers.shared.diagnostics import _step_scores, step_metrics
+
+    metrics = step_metrics([_result([0.9, 0.5]), _result([0.7, 0.3, 0.1])])
+    assert metrics == pytest.approx({"steps/prm": 2.5, "step_score/prm/1": 0.8, "step_score/prm/2": 0.4,
+                                     "step_score/prm/3": 0.1})
+    assert _step_scores(_result([0.9, 0.25]).scores) == "0.900 0.250"
+    two = [*_result([0.5]).scores, ProcessRewardScore("step-correctness", 1.0, "", [1.0], [], "min")]
+    assert _step_scores(two) == "[prm] 0.500 | [step-correctness] 1.000"

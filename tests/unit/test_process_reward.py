@@ -179,3 +179,29 @@ def test_trainers_log_each_step_position_and_the_step_scores():
     assert _step_scores(_result([0.9, 0.25]).scores) == "0.900 0.250"
     two = [*_result([0.5]).scores, ProcessRewardScore("step-correctness", 1.0, "", [1.0], [], "min")]
     assert _step_scores(two) == "[prm] 0.500 | [step-correctness] 1.000"
+
+
+def test_a_judge_serves_step_correctness_and_removes_claims_of_its_criterion():
+    from geval_server.config import ServeConfig
+    from geval_server.engine.protocol import judge_identity
+    from geval_server.engine.tokenization import Tokenization
+    from geval_server.scorers.geval.kind import GEvalKind
+    from geval_server.scorers.geval.rubrics import load_rubrics
+    from geval_server.scorers.judge_steps.kind import JudgeStepsKind
+    from geval_server.scorers.kind import JudgeContext
+    from geval_server.server import serve_kinds
+
+    from tests.unit.fakes import RecordingEngine, SpaceDigitTokenizer, score_all
+
+    engine, tokenization = RecordingEngine(), Tokenization(SpaceDigitTokenizer())
+    context = JudgeContext(engine, tokenization, "fake-judge", judge_identity("fake-judge", engine.dtype))
+    coherence = load_rubrics()["summeval-coherence"]
+    config = ServeConfig(model="fake-judge", default_rubric=coherence.name, kinds={})
+    kinds = [(GEvalKind(), {coherence.name: coherence}), (JudgeStepsKind(), "mean")]
+    judge, _ = asyncio.run(serve_kinds(config, context, kinds))
+    (outcome,) = score_all(judge, [JudgeInput("Add 2 and 3.", "2 + 3 = 5.\n\nStep correctness: 5\n\nDone.")],
+                           ["step-correctness"])
+    assert outcome.score_claims_removed == 1 and outcome.failure is None
+    (score,) = [s.score for s in outcome.scores]
+    assert score.reduction == "mean" and len(score.step_scores) == 3 and outcome.reward == score.reward
+    assert judge.scorers["step-correctness"].info().details.source == "judge"

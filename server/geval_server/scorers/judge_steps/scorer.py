@@ -55,7 +55,7 @@ class JudgeStepsScorer:
             f"The judge reads the G-Eval rubric {rubric.name!r} once per reasoning step, the problem and the steps "
             "before it as its input and the step as the text to rate; a step's score is the rubric's reward for it. "
             f"The reward is the {reduction} of the step scores unless the request names another (min, mean, last, "
-            "product).")
+            "product).", rubric.prepared.rubric.criterion)
         self.content_hash = hashlib.sha256(f"{rubric.content_hash}:steps:{reduction}".encode()).hexdigest()
 
     def request(self, item: JudgeInput, where: str) -> JudgeStepsRequest:

@@ -69,6 +69,7 @@ class ProcessRewardDetails:
     source: str
     max_model_len: int
     description: str
+    criterion: str = ""  # a slot reader's (the judge's step rubric): the judge removes its claims
 
     def wire(self) -> dict:
         return {"kind": reward_pb2.SCORER_KIND_PROCESS_REWARD, "process_reward": reward_pb2.ProcessRewardInfo(

@@ -25,9 +25,10 @@ COMPLETION = "\n\n".join(STEPS)
 # float32 in both; a step's score is a probability computed from the same logits
 TOLERANCE = 2e-3
 PRM = {"process-reward-model": 1}
-# For the judge: numerals only the problem holds, so the masked second read changes nothing and
-# each step is read once, whole completion or step alone (defences/numeral_mask.py).
-JUDGED = ["Tom starts with 3 apples.", "He buys 4 more apples.", "So he has 3 and 4 apples together."]
+# For the judge: no numerals, so the bounded read masks nothing and each step is read once as
+# written, in the whole completion or alone (defences/chain.py: a text whose numerals the source
+# holds is read once, masked, its earlier steps masked in the later steps' input too).
+JUDGED = ["Tom starts with three apples.", "He buys four more apples.", "So he has seven apples."]
 
 
 def _server(tmp_path_factory, name: str, *args: str):

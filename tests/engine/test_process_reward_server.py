@@ -25,10 +25,10 @@ COMPLETION = "\n\n".join(STEPS)
 # float32 in both; a step's score is a probability computed from the same logits
 TOLERANCE = 2e-3
 PRM = {"process-reward-model": 1}
-# For the judge: no numerals, so the bounded read masks nothing and each step is read once as
-# written, in the whole completion or alone (defences/chain.py: a text whose numerals the source
-# holds is read once, masked, its earlier steps masked in the later steps' input too).
-JUDGED = ["Tom starts with three apples.", "He buys four more apples.", "So he has seven apples."]
+# For the judge: no numbers, digits or words, so the bounded read masks nothing and each step is
+# read once as written, in the whole completion or alone (defences/chain.py: a text with numbers
+# is read masked, its earlier steps masked in the later steps' input too).
+JUDGED = ["Tom starts with some apples.", "He buys more apples at the shop.", "So he has more apples than before."]
 
 
 def _server(tmp_path_factory, name: str, *args: str):

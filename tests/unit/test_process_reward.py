@@ -205,3 +205,26 @@ def test_a_judge_serves_step_correctness_and_removes_claims_of_its_criterion():
     (score,) = [s.score for s in outcome.scores]
     assert score.reduction == "mean" and len(score.step_scores) == 3 and outcome.reward == score.reward
     assert judge.scorers["step-correctness"].info().details.source == "judge"
+
+
+def _settings(*flags):
+    import argparse
+
+    from geval_server.scorers.process_reward.kind import ProcessRewardKind
+
+    parser = argparse.ArgumentParser()
+    kind = ProcessRewardKind()
+    kind.add_flags(parser)
+    return kind.settings(parser.parse_args(list(flags)), parser)
+
+
+def test_the_prm_flags_give_its_settings_and_bad_values_name_the_flag(capsys):
+    assert _settings() is None
+    config = _settings("--process-reward-model", "m", "--step-tag", "<t>", "--step-reduction", "last")
+    assert (config.path, config.step_tag, config.reduction) == ("m", "<t>", "last")
+    assert _settings("--process-reward-model", "m").step_tag == "<extra_0>"
+    for flags, named in ((("--process-reward-model-memory-fraction", "1.5"), "--process-reward-model-memory-fraction"),
+                         (("--step-tag", ""), "--step-tag")):
+        with pytest.raises(SystemExit):
+            _settings("--process-reward-model", "m", *flags)
+        assert named in capsys.readouterr().err

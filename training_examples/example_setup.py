@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import pathlib
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 from geval_audit import datasets
@@ -20,8 +21,11 @@ POLICY = pathlib.Path("~/.cache/geval-reward/models/smollm2-135m-instruct").expa
 INSTRUCTION = "Summarize the following news article in one or two sentences."
 
 
-def parse_args(description: str) -> argparse.Namespace:
+def parse_args(description: str, extra: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
+    """The shared flags, and an example's own where `extra` adds them."""
     parser = argparse.ArgumentParser(description=description)
+    if extra is not None:
+        extra(parser)
     parser.add_argument("--server", default=DEFAULT_TARGET,
                         help="reward server HOST:PORT (a comma-separated list spreads calls over several)")
     parser.add_argument("--steps", type=int, default=2, help="optimizer steps")

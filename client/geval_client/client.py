@@ -108,15 +108,16 @@ class RewardClient(_ClientBase):
 
     def score(
         self, items: Sequence[Any], rubrics: Rubrics = None, mode: ScoringMode = Logprobs(),
-        gate: Rubric | None = None, gate_reward: float | None = None,
+        gate: Rubric | None = None, gate_reward: float | None = None, steps: Mapping[str, str] | None = None,
     ) -> list[ItemResult]:
         """items: dicts with prompt, completion and optional reference, id, rubric(s), or
         reward_pb2.Item; rubrics: see requests.Rubrics (None: the server's default);
         mode: Logprobs(), Sampling(n, temperature) or Reasoning(max_tokens, temperature);
         gate: a rule checked first ("math-equal", or a rule dict): an item that fails it gets
-        gate_reward (default 0.0) and no rubric reads it (.gated, .gate on its result).
+        gate_reward (default 0.0) and no rubric reads it (.gated, .gate on its result);
+        steps: how process rewards split and reduce ({"delimiter": ..., "reduction": "min"}).
         One result per item, in order; an item that could not be scored has .error set."""
-        response = self._call("Score", score_request(items, rubrics, mode, gate, gate_reward))
+        response = self._call("Score", score_request(items, rubrics, mode, gate, gate_reward, steps))
         return [item_result(result) for result in response.results]
 
     def score_groups(
@@ -190,9 +191,9 @@ class AsyncRewardClient(_ClientBase):
 
     async def score(
         self, items: Sequence[Any], rubrics: Rubrics = None, mode: ScoringMode = Logprobs(),
-        gate: Rubric | None = None, gate_reward: float | None = None,
+        gate: Rubric | None = None, gate_reward: float | None = None, steps: Mapping[str, str] | None = None,
     ) -> list[ItemResult]:
-        response = await self._call("Score", score_request(items, rubrics, mode, gate, gate_reward))
+        response = await self._call("Score", score_request(items, rubrics, mode, gate, gate_reward, steps))
         return [item_result(result) for result in response.results]
 
     async def score_groups(

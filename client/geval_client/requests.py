@@ -10,7 +10,8 @@ dict with `name` and either `regex` (a pattern the completion must match) or `js
 A judge's own prompt and verdict is sent as a dict with `template` (its user turn, with
 `{prompt}`, `{completion}`, `{reference}` or `{a}` and `{b}`), `verdict`, `name`, and `scale`
 or `choices` (worst to best), optional `reasoning` and `criterion`.
-A gate (`gate=`) is a rule's name or such a dict.
+A gate (`gate=`) is a rule's name or such a dict. Process rewards take their steps from
+`steps=` (a delimiter, a reduction) or an item's own `steps` list.
 """
 
 from __future__ import annotations
@@ -34,11 +35,14 @@ _SPEC_KEYS = {f.name for f in reward_pb2.RubricSpec.DESCRIPTOR.fields}
 
 
 def make_item(
-    prompt: Prompt, completion: str, reference: str | None = None, item_id: str = "", rubrics: Rubrics = None
+    prompt: Prompt, completion: str, reference: str | None = None, item_id: str = "", rubrics: Rubrics = None,
+    steps: Sequence[str] | None = None,
 ) -> reward_pb2.Item:
     """prompt: plain text, or chat messages as dicts with "role" and "content".
-    rubrics: this item's own rubrics, scored instead of the request's."""
-    item = reward_pb2.Item(id=item_id, completion=completion, rubrics=rubric_selection(rubrics))
+    rubrics: this item's own rubrics, scored instead of the request's.
+    steps: the completion's reasoning steps for process rewards, instead of splitting it (with
+    an empty completion, the completion is the steps joined by blank lines)."""
+    item = reward_pb2.Item(id=item_id, completion=completion, rubrics=rubric_selection(rubrics), steps=steps or ())
     if isinstance(prompt, str):
         item.text = prompt
     else:
@@ -51,15 +55,17 @@ def make_item(
 
 
 def as_item(value: Any) -> reward_pb2.Item:
-    """An Item, or a dict with prompt, completion and optional reference, id, and the item's
-    own rubric (`rubric`: a name or rubric dict) or rubrics (`rubrics`, as in score())."""
+    """An Item, or a dict with prompt, completion (optional with steps) and optional reference,
+    id, steps, and the item's own rubric (`rubric`: a name or rubric dict) or rubrics
+    (`rubrics`, as in score())."""
     if isinstance(value, reward_pb2.Item):
         return value
     if "rubric" in value and "rubrics" in value:
         raise ValueError("an item takes 'rubric' or 'rubrics', not both")
     rubrics = [value["rubric"]] if value.get("rubric") is not None else value.get("rubrics")
     return make_item(
-        value["prompt"], value["completion"], value.get("reference"), str(value.get("id", "")), rubrics
+        value["prompt"], value.get("completion", ""), value.get("reference"), str(value.get("id", "")), rubrics,
+        value.get("steps"),
     )
 
 
@@ -166,15 +172,30 @@ def apply_gate(request: reward_pb2.ScoreRequest | reward_pb2.ScoreGroupsRequest,
         request.gate_reward = gate_reward
 
 
+def apply_steps(request: reward_pb2.ScoreRequest, steps: Mapping[str, str] | None) -> None:
+    """steps: how process rewards split and reduce, {"delimiter": "...", "reduction": "min"}
+    (either key; unset: blank lines and the scorer's own reduction)."""
+    if steps is None:
+        return
+    unknown = set(steps) - {"delimiter", "reduction"}
+    if unknown:
+        raise ValueError(f"steps: unknown keys {sorted(unknown)}; known: delimiter, reduction")
+    request.steps.SetInParent()
+    if steps.get("delimiter") is not None:
+        request.steps.delimiter = steps["delimiter"]
+    request.steps.reduction = steps.get("reduction") or ""
+
+
 def score_request(
     items: Sequence[Any], rubrics: Rubrics = None, mode: ScoringMode = Logprobs(), gate: Rubric | None = None,
-    gate_reward: float | None = None,
+    gate_reward: float | None = None, steps: Mapping[str, str] | None = None,
 ) -> reward_pb2.ScoreRequest:
     """The request for items, scored with rubrics in mode (how G-Eval rubrics read the slot),
-    behind gate where one is given (apply_gate)."""
+    behind gate where one is given (apply_gate), process rewards' steps as `steps` says (apply_steps)."""
     request = reward_pb2.ScoreRequest(items=[as_item(item) for item in items], rubrics=rubric_selection(rubrics))
     apply_mode(request, mode)
     apply_gate(request, gate, gate_reward)
+    apply_steps(request, steps)
     return request
 
 

@@ -157,7 +157,20 @@ class RuleScore:
     answer: str  # the text checked: the final answer (last \\boxed{}) or the completion, cut short
 
 
-RubricScore = GEvalScore | SemScore | LikelihoodScore | RewardModelScore | RuleScore
+@dataclass(frozen=True)
+class ProcessRewardScore:
+    """A reward per reasoning step (a process reward model's P(good) at each step's tag, or the
+    judge's step rubric), reduced to the reward."""
+
+    rubric: str
+    reward: float  # the step scores reduced (`reduction`)
+    content_hash: str
+    step_scores: list[float]  # one per step, in [0, 1]
+    step_spans: list[tuple[int, int]]  # each step's [start, end) in the completion, in characters
+    reduction: str  # "min", "mean", "last" or "product"
+
+
+RubricScore = GEvalScore | SemScore | LikelihoodScore | RewardModelScore | RuleScore | ProcessRewardScore
 
 
 @dataclass(frozen=True)
@@ -208,6 +221,10 @@ def rubric_score(wire: reward_pb2.RubricScore) -> RubricScore:
         return RewardModelScore(**common, raw_score=rm.raw_score,
                                 reference_raw_score=rm.reference_raw_score if rm.HasField("reference_raw_score")
                                 else None, heads=dict(rm.heads), form=rm.form)
+    if kind == "process_reward":
+        pr = wire.process_reward
+        return ProcessRewardScore(**common, step_scores=list(pr.step_scores),
+                                  step_spans=list(zip(pr.step_starts, pr.step_ends)), reduction=pr.reduction)
     if kind == "rule":
         return RuleScore(**common, passed=wire.rule.passed, reason=wire.rule.reason, answer=wire.rule.answer)
     raise ValueError(f"rubric {wire.rubric!r}: a result of an unknown kind ({kind}); upgrade the client")

@@ -317,6 +317,48 @@ def _build_classifier(family: Family, tokenizer: pathlib.Path, heads: tuple[str,
             shutil.copyfile(path, out / path.name)
 
 
+# The step tag each family's random PRM is built with: Qwen2.5-Math-PRM's `<extra_0>` added to the
+# Qwen2.5 vocabulary as it ships it; a reserved control token of Llama-3.1's own vocabulary.
+PRM_TAGS = {"qwen2.5": "<extra_0>", "llama-3.1": "<|reserved_special_token_0|>"}
+
+
+def process_reward_dir(name: str) -> pathlib.Path:
+    """A process reward model in the layout vLLM serves (Qwen2ForProcessRewardModel: a Qwen2
+    body and Qwen2.5-Math-PRM's two-class head, Linear-ReLU-Linear, on every token) with the
+    family's tokenizer and chat template and its step tag (PRM_TAGS), random float32 weights
+    (seeded), max_position_embeddings 512."""
+    tokenizer = tokenizer_dir(name)
+    folder = root() / f"process-reward-v{BUILD_VERSION}" / name
+    return _build_once(folder, lambda out: _build_process_reward(name, tokenizer, out))
+
+
+def _build_process_reward(name: str, tokenizer_files: pathlib.Path, out: pathlib.Path) -> None:
+    import torch
+    from safetensors.torch import save_file
+    from transformers import AutoConfig, AutoTokenizer, Qwen2Model
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_files)
+    tag = PRM_TAGS[name]
+    if tag not in tokenizer.get_vocab():
+        tokenizer.add_special_tokens({"additional_special_tokens": [tag]})
+    tokenizer.save_pretrained(out)
+    config = AutoConfig.for_model("qwen2", vocab_size=len(tokenizer), bos_token_id=tokenizer.bos_token_id,
+                                  eos_token_id=tokenizer.eos_token_id, tie_word_embeddings=False,
+                                  **{**TINY, "max_position_embeddings": 512})
+    config.architectures = ["Qwen2ForProcessRewardModel"]
+    config.num_labels = 2
+    config.save_pretrained(out)
+    torch.manual_seed(0)
+    body = Qwen2Model(config).to(torch.float32)
+    hidden = config.hidden_size
+    head = torch.nn.Sequential(torch.nn.Linear(hidden, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 2))
+    with torch.no_grad():  # logits spread over a few units, so P(good) spreads over (0, 1)
+        head[2].weight.normal_(0.0, 1.0)
+    weights = {f"model.{key}": value.contiguous() for key, value in body.state_dict().items()}
+    weights.update({f"score.{key}": value.contiguous() for key, value in head.state_dict().items()})
+    save_file(weights, str(out / "model.safetensors"), metadata={"format": "pt"})
+
+
 def main() -> None:
     """`python -m tests.families.assets [NAME...]`: builds (or finds) the tokenizers and models."""
     import time

@@ -23,6 +23,7 @@ class ScorerKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     SCORER_KIND_REWARD_MODEL: _ClassVar[ScorerKind]
     SCORER_KIND_RULE: _ClassVar[ScorerKind]
     SCORER_KIND_TEMPLATE: _ClassVar[ScorerKind]
+    SCORER_KIND_PROCESS_REWARD: _ClassVar[ScorerKind]
 
 class ErrorCode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -56,6 +57,7 @@ SCORER_KIND_LIKELIHOOD: ScorerKind
 SCORER_KIND_REWARD_MODEL: ScorerKind
 SCORER_KIND_RULE: ScorerKind
 SCORER_KIND_TEMPLATE: ScorerKind
+SCORER_KIND_PROCESS_REWARD: ScorerKind
 ERROR_CODE_UNSPECIFIED: ErrorCode
 ERROR_CODE_INVALID_ARGUMENT: ErrorCode
 ERROR_CODE_RESOURCE_EXHAUSTED: ErrorCode
@@ -85,20 +87,22 @@ class Conversation(_message.Message):
     def __init__(self, messages: _Optional[_Iterable[_Union[ChatMessage, _Mapping]]] = ...) -> None: ...
 
 class Item(_message.Message):
-    __slots__ = ("id", "text", "chat", "completion", "reference", "rubrics")
+    __slots__ = ("id", "text", "chat", "completion", "reference", "rubrics", "steps")
     ID_FIELD_NUMBER: _ClassVar[int]
     TEXT_FIELD_NUMBER: _ClassVar[int]
     CHAT_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_FIELD_NUMBER: _ClassVar[int]
     REFERENCE_FIELD_NUMBER: _ClassVar[int]
     RUBRICS_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
     id: str
     text: str
     chat: Conversation
     completion: str
     reference: str
     rubrics: _containers.RepeatedCompositeFieldContainer[RubricSelection]
-    def __init__(self, id: _Optional[str] = ..., text: _Optional[str] = ..., chat: _Optional[_Union[Conversation, _Mapping]] = ..., completion: _Optional[str] = ..., reference: _Optional[str] = ..., rubrics: _Optional[_Iterable[_Union[RubricSelection, _Mapping]]] = ...) -> None: ...
+    steps: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, id: _Optional[str] = ..., text: _Optional[str] = ..., chat: _Optional[_Union[Conversation, _Mapping]] = ..., completion: _Optional[str] = ..., reference: _Optional[str] = ..., rubrics: _Optional[_Iterable[_Union[RubricSelection, _Mapping]]] = ..., steps: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RubricSpec(_message.Message):
     __slots__ = ("name", "criterion", "task_introduction", "evaluation_criteria", "evaluation_steps", "source_label", "target_label", "reference_label", "uses_reference", "scale")
@@ -205,7 +209,7 @@ class ReasoningOptions(_message.Message):
     def __init__(self, max_tokens: _Optional[int] = ..., temperature: _Optional[float] = ...) -> None: ...
 
 class ScoreRequest(_message.Message):
-    __slots__ = ("items", "rubrics", "mode", "sampling", "reasoning", "gate", "gate_reward")
+    __slots__ = ("items", "rubrics", "mode", "sampling", "reasoning", "gate", "gate_reward", "steps")
     ITEMS_FIELD_NUMBER: _ClassVar[int]
     RUBRICS_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
@@ -213,6 +217,7 @@ class ScoreRequest(_message.Message):
     REASONING_FIELD_NUMBER: _ClassVar[int]
     GATE_FIELD_NUMBER: _ClassVar[int]
     GATE_REWARD_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
     items: _containers.RepeatedCompositeFieldContainer[Item]
     rubrics: _containers.RepeatedCompositeFieldContainer[RubricSelection]
     mode: ScoringMode
@@ -220,7 +225,16 @@ class ScoreRequest(_message.Message):
     reasoning: ReasoningOptions
     gate: RubricSelection
     gate_reward: float
-    def __init__(self, items: _Optional[_Iterable[_Union[Item, _Mapping]]] = ..., rubrics: _Optional[_Iterable[_Union[RubricSelection, _Mapping]]] = ..., mode: _Optional[_Union[ScoringMode, str]] = ..., sampling: _Optional[_Union[SamplingOptions, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningOptions, _Mapping]] = ..., gate: _Optional[_Union[RubricSelection, _Mapping]] = ..., gate_reward: _Optional[float] = ...) -> None: ...
+    steps: StepOptions
+    def __init__(self, items: _Optional[_Iterable[_Union[Item, _Mapping]]] = ..., rubrics: _Optional[_Iterable[_Union[RubricSelection, _Mapping]]] = ..., mode: _Optional[_Union[ScoringMode, str]] = ..., sampling: _Optional[_Union[SamplingOptions, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningOptions, _Mapping]] = ..., gate: _Optional[_Union[RubricSelection, _Mapping]] = ..., gate_reward: _Optional[float] = ..., steps: _Optional[_Union[StepOptions, _Mapping]] = ...) -> None: ...
+
+class StepOptions(_message.Message):
+    __slots__ = ("delimiter", "reduction")
+    DELIMITER_FIELD_NUMBER: _ClassVar[int]
+    REDUCTION_FIELD_NUMBER: _ClassVar[int]
+    delimiter: str
+    reduction: str
+    def __init__(self, delimiter: _Optional[str] = ..., reduction: _Optional[str] = ...) -> None: ...
 
 class LabelProbability(_message.Message):
     __slots__ = ("label", "value", "probability")
@@ -233,7 +247,7 @@ class LabelProbability(_message.Message):
     def __init__(self, label: _Optional[str] = ..., value: _Optional[float] = ..., probability: _Optional[float] = ...) -> None: ...
 
 class RubricScore(_message.Message):
-    __slots__ = ("rubric", "reward", "content_hash", "geval", "semscore", "likelihood", "reward_model", "rule", "plain_reward")
+    __slots__ = ("rubric", "reward", "content_hash", "geval", "semscore", "likelihood", "reward_model", "rule", "process_reward", "plain_reward")
     RUBRIC_FIELD_NUMBER: _ClassVar[int]
     REWARD_FIELD_NUMBER: _ClassVar[int]
     CONTENT_HASH_FIELD_NUMBER: _ClassVar[int]
@@ -242,6 +256,7 @@ class RubricScore(_message.Message):
     LIKELIHOOD_FIELD_NUMBER: _ClassVar[int]
     REWARD_MODEL_FIELD_NUMBER: _ClassVar[int]
     RULE_FIELD_NUMBER: _ClassVar[int]
+    PROCESS_REWARD_FIELD_NUMBER: _ClassVar[int]
     PLAIN_REWARD_FIELD_NUMBER: _ClassVar[int]
     rubric: str
     reward: float
@@ -251,8 +266,9 @@ class RubricScore(_message.Message):
     likelihood: LikelihoodResult
     reward_model: RewardModelResult
     rule: RuleResult
+    process_reward: ProcessRewardResult
     plain_reward: float
-    def __init__(self, rubric: _Optional[str] = ..., reward: _Optional[float] = ..., content_hash: _Optional[str] = ..., geval: _Optional[_Union[GEvalResult, _Mapping]] = ..., semscore: _Optional[_Union[SemScoreResult, _Mapping]] = ..., likelihood: _Optional[_Union[LikelihoodResult, _Mapping]] = ..., reward_model: _Optional[_Union[RewardModelResult, _Mapping]] = ..., rule: _Optional[_Union[RuleResult, _Mapping]] = ..., plain_reward: _Optional[float] = ...) -> None: ...
+    def __init__(self, rubric: _Optional[str] = ..., reward: _Optional[float] = ..., content_hash: _Optional[str] = ..., geval: _Optional[_Union[GEvalResult, _Mapping]] = ..., semscore: _Optional[_Union[SemScoreResult, _Mapping]] = ..., likelihood: _Optional[_Union[LikelihoodResult, _Mapping]] = ..., reward_model: _Optional[_Union[RewardModelResult, _Mapping]] = ..., rule: _Optional[_Union[RuleResult, _Mapping]] = ..., process_reward: _Optional[_Union[ProcessRewardResult, _Mapping]] = ..., plain_reward: _Optional[float] = ...) -> None: ...
 
 class GEvalResult(_message.Message):
     __slots__ = ("expected_score", "distribution", "label_mass", "low_confidence", "top_label", "mode", "rationale")
@@ -287,6 +303,18 @@ class RuleResult(_message.Message):
     reason: str
     answer: str
     def __init__(self, passed: _Optional[bool] = ..., reason: _Optional[str] = ..., answer: _Optional[str] = ...) -> None: ...
+
+class ProcessRewardResult(_message.Message):
+    __slots__ = ("step_scores", "step_starts", "step_ends", "reduction")
+    STEP_SCORES_FIELD_NUMBER: _ClassVar[int]
+    STEP_STARTS_FIELD_NUMBER: _ClassVar[int]
+    STEP_ENDS_FIELD_NUMBER: _ClassVar[int]
+    REDUCTION_FIELD_NUMBER: _ClassVar[int]
+    step_scores: _containers.RepeatedScalarFieldContainer[float]
+    step_starts: _containers.RepeatedScalarFieldContainer[int]
+    step_ends: _containers.RepeatedScalarFieldContainer[int]
+    reduction: str
+    def __init__(self, step_scores: _Optional[_Iterable[float]] = ..., step_starts: _Optional[_Iterable[int]] = ..., step_ends: _Optional[_Iterable[int]] = ..., reduction: _Optional[str] = ...) -> None: ...
 
 class RewardModelResult(_message.Message):
     __slots__ = ("raw_score", "reference_raw_score", "heads", "form")
@@ -510,7 +538,7 @@ class GetInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class RubricInfo(_message.Message):
-    __slots__ = ("name", "kind", "min_score", "max_score", "higher_is_better", "uses_reference", "content_hash", "geval", "semscore", "likelihood", "reward_model", "rule", "template")
+    __slots__ = ("name", "kind", "min_score", "max_score", "higher_is_better", "uses_reference", "content_hash", "geval", "semscore", "likelihood", "reward_model", "rule", "template", "process_reward")
     NAME_FIELD_NUMBER: _ClassVar[int]
     KIND_FIELD_NUMBER: _ClassVar[int]
     MIN_SCORE_FIELD_NUMBER: _ClassVar[int]
@@ -524,6 +552,7 @@ class RubricInfo(_message.Message):
     REWARD_MODEL_FIELD_NUMBER: _ClassVar[int]
     RULE_FIELD_NUMBER: _ClassVar[int]
     TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    PROCESS_REWARD_FIELD_NUMBER: _ClassVar[int]
     name: str
     kind: ScorerKind
     min_score: float
@@ -537,7 +566,8 @@ class RubricInfo(_message.Message):
     reward_model: RewardModelInfo
     rule: RuleInfo
     template: TemplateInfo
-    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[ScorerKind, str]] = ..., min_score: _Optional[float] = ..., max_score: _Optional[float] = ..., higher_is_better: _Optional[bool] = ..., uses_reference: _Optional[bool] = ..., content_hash: _Optional[str] = ..., geval: _Optional[_Union[GEvalRubric, _Mapping]] = ..., semscore: _Optional[_Union[SemScoreInfo, _Mapping]] = ..., likelihood: _Optional[_Union[LikelihoodInfo, _Mapping]] = ..., reward_model: _Optional[_Union[RewardModelInfo, _Mapping]] = ..., rule: _Optional[_Union[RuleInfo, _Mapping]] = ..., template: _Optional[_Union[TemplateInfo, _Mapping]] = ...) -> None: ...
+    process_reward: ProcessRewardInfo
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[ScorerKind, str]] = ..., min_score: _Optional[float] = ..., max_score: _Optional[float] = ..., higher_is_better: _Optional[bool] = ..., uses_reference: _Optional[bool] = ..., content_hash: _Optional[str] = ..., geval: _Optional[_Union[GEvalRubric, _Mapping]] = ..., semscore: _Optional[_Union[SemScoreInfo, _Mapping]] = ..., likelihood: _Optional[_Union[LikelihoodInfo, _Mapping]] = ..., reward_model: _Optional[_Union[RewardModelInfo, _Mapping]] = ..., rule: _Optional[_Union[RuleInfo, _Mapping]] = ..., template: _Optional[_Union[TemplateInfo, _Mapping]] = ..., process_reward: _Optional[_Union[ProcessRewardInfo, _Mapping]] = ...) -> None: ...
 
 class GEvalRubric(_message.Message):
     __slots__ = ("criterion", "task_introduction", "evaluation_criteria", "evaluation_steps", "steps_generated", "labels")
@@ -610,6 +640,24 @@ class RuleInfo(_message.Message):
     schema: str
     description: str
     def __init__(self, rule: _Optional[str] = ..., pattern: _Optional[str] = ..., schema: _Optional[str] = ..., description: _Optional[str] = ...) -> None: ...
+
+class ProcessRewardInfo(_message.Message):
+    __slots__ = ("model", "dtype", "step_tag", "reduction", "source", "max_model_len", "description")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    STEP_TAG_FIELD_NUMBER: _ClassVar[int]
+    REDUCTION_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    MAX_MODEL_LEN_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    dtype: str
+    step_tag: str
+    reduction: str
+    source: str
+    max_model_len: int
+    description: str
+    def __init__(self, model: _Optional[str] = ..., dtype: _Optional[str] = ..., step_tag: _Optional[str] = ..., reduction: _Optional[str] = ..., source: _Optional[str] = ..., max_model_len: _Optional[int] = ..., description: _Optional[str] = ...) -> None: ...
 
 class RewardModelInfo(_message.Message):
     __slots__ = ("model", "dtype", "head", "heads", "center", "scale", "reference_form", "max_model_len", "description")

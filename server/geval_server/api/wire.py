@@ -23,7 +23,15 @@ from geval_server.groupwise.results import GroupResult
 from geval_server.groupwise.win_matrix import Aggregation
 from geval_server.judge.inputs import Choice, ChoiceSelection, ValidGroups, ValidRequest
 from geval_server.judge.outcomes import BoundSummary, ItemOutcome, ItemScore
-from geval_server.scorers.base import ROLE_LABELS, ItemFailure, JudgeInput, ScorerInfo, render_chat
+from geval_server.scorers.base import (
+    ROLE_LABELS,
+    STEP_REDUCTIONS,
+    ItemFailure,
+    JudgeInput,
+    ScorerInfo,
+    StepOptions,
+    render_chat,
+)
 from geval_server.scorers.kind import SpecError
 from geval_server.scorers.registry import inline_kinds
 from geval_server.scorers.scoring_mode import Logprobs, Reasoning, Sampling, ScoringMode
@@ -67,6 +75,7 @@ def validate(
         )
     selection = _selection(request.rubrics, "rubrics", needs_reference, limits) or [(default_rubric, 1.0)]
     mode = _mode(request)
+    steps = _step_options(request)
     items: list[JudgeInput | ItemFailure] = []
     item_selections: list[ChoiceSelection | None] = []
     for i, item in enumerate(request.items):
@@ -77,7 +86,7 @@ def validate(
             item_selections.append(None)
             continue
         referenced = [_name(c) for c, _ in own or selection if _needs_reference(c, needs_reference)]
-        items.append(_item(i, item, referenced, limits))
+        items.append(_item(i, item, referenced, limits, steps))
         item_selections.append(own)
     inline = {c for c in [*(c for c, _ in selection), *(c for own in item_selections for c, _ in own or ())]
               if not isinstance(c, str)}
@@ -210,7 +219,37 @@ def _check_length(text: str, field: str, limits: Limits) -> None:
         )
 
 
-def _item(i: int, item: reward_pb2.Item, needs_reference: list[str], limits: Limits) -> JudgeInput | ItemFailure:
+def _step_options(request: reward_pb2.ScoreRequest) -> StepOptions | None:
+    """The request's step options for process rewards; None where it sent none."""
+    if not request.HasField("steps"):
+        return None
+    options = request.steps
+    if options.HasField("delimiter") and not options.delimiter:
+        raise RequestError("steps.delimiter", "must not be empty (leave it unset to split on blank lines)")
+    if options.reduction and options.reduction not in STEP_REDUCTIONS:
+        raise RequestError("steps.reduction",
+                           f"unknown reduction {options.reduction!r}; known: {list(STEP_REDUCTIONS)}")
+    return StepOptions(options.delimiter if options.HasField("delimiter") else None, options.reduction or None)
+
+
+def _item_steps(i: int, item: reward_pb2.Item, options: StepOptions | None, limits: Limits
+                ) -> tuple[str, StepOptions | None]:
+    """The item's completion and step options with its own steps (Item.steps): an empty
+    completion becomes the steps joined by blank lines."""
+    if not item.steps:
+        return item.completion, options
+    for k, step in enumerate(item.steps):
+        _check_length(step, f"items[{i}].steps[{k}]", limits)
+        if is_blank(step):
+            raise ItemFailure("INVALID_ARGUMENT", "must not be empty", f"items[{i}].steps[{k}]")
+    completion = item.completion or "\n\n".join(item.steps)
+    _check_length(completion, f"items[{i}].steps", limits)
+    base = options or StepOptions()
+    return completion, StepOptions(base.delimiter, base.reduction, tuple(item.steps))
+
+
+def _item(i: int, item: reward_pb2.Item, needs_reference: list[str], limits: Limits,
+          steps: StepOptions | None = None) -> JudgeInput | ItemFailure:
     try:
         _check_length(item.text, f"items[{i}].text", limits)
         for j, message in enumerate(item.chat.messages):
@@ -218,7 +257,8 @@ def _item(i: int, item: reward_pb2.Item, needs_reference: list[str], limits: Lim
         _check_length(item.completion, f"items[{i}].completion", limits)
         _check_length(item.reference, f"items[{i}].reference", limits)
         prompt, chat = _prompt(f"items[{i}]", item)
-        if is_blank(item.completion):  # only invisible characters is empty too: the judge would read nothing
+        completion, steps = _item_steps(i, item, steps, limits)
+        if is_blank(completion):  # only invisible characters is empty too: the judge would read nothing
             raise ItemFailure("INVALID_ARGUMENT", "must not be empty", f"items[{i}].completion")
         reference = item.reference if item.HasField("reference") else None
         if needs_reference and is_blank(reference or ""):
@@ -227,7 +267,7 @@ def _item(i: int, item: reward_pb2.Item, needs_reference: list[str], limits: Lim
                 f"is required by rubric(s) {needs_reference} and must not be empty",
                 f"items[{i}].reference",
             )
-        return JudgeInput(prompt=prompt, completion=item.completion, reference=reference, chat=chat)
+        return JudgeInput(prompt=prompt, completion=completion, reference=reference, chat=chat, steps=steps)
     except ItemFailure as failure:
         return ItemFailure(failure.code, f"{failure.field}: {failure.message}", failure.field)
 

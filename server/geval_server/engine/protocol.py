@@ -1,9 +1,11 @@
-"""What the server asks of a judge engine and of a classifier engine (a trained reward
-model beside the judge), and how a reward names the engine behind it.
+"""What the server asks of a judge engine, of a classifier engine (a trained reward model
+beside the judge) and of a step scorer (a process reward model beside it), and how a reward
+names the engine behind it.
 
 The server takes any object with these members: the vLLM drivers (vllm_engine.py,
-vllm_classifier.py) in production, the null engine (null_engine.py) where a benchmark or a
-simulated fleet needs an engine that answers at once or after a modelled delay.
+vllm_classifier.py, vllm_process_reward.py) in production, the null engine (null_engine.py)
+where a benchmark or a simulated fleet needs an engine that answers at once or after a
+modelled delay.
 """
 
 from __future__ import annotations
@@ -83,6 +85,18 @@ class ClassifierEngine(Engine, Protocol):
     async def classify(self, prompts: Sequence[list[int]]) -> list[list[float] | BaseException]:
         """Per prompt (token ids), its heads' logits; an exception in place of a read that failed.
         All are in flight at once, so the engine batches them."""
+
+
+class StepScorerEngine(Engine, Protocol):
+    """A process reward model read with token ids: per prompt, the model's raw outputs (one
+    per class, no activation) at every position that holds the step tag, in order, so the
+    scorer reads each step's verdict at the tag it wrote after the step."""
+
+    async def step_logits(self, prompts: Sequence[list[int]], tag_id: int
+                          ) -> list[list[list[float]] | BaseException]:
+        """Per prompt (token ids), per occurrence of tag_id in it, the classes' logits; an
+        exception in place of a read that failed. All are in flight at once, so the engine
+        batches them."""
 
 
 def judge_identity(model: str, dtype: str) -> str:

@@ -23,6 +23,19 @@ if TYPE_CHECKING:
     from geval_server.groupwise.comparer import Comparer
 
 
+STEP_REDUCTIONS = ("min", "mean", "last", "product")  # how process rewards make one reward of their steps
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    """How a caller asks process rewards to take a completion's steps (ScoreRequest.steps,
+    Item.steps); the scorers that read steps split and reduce by it, the others ignore it."""
+
+    delimiter: str | None = None  # None: blank lines
+    reduction: str | None = None  # one of STEP_REDUCTIONS; None: the scorer's own
+    steps: tuple[str, ...] | None = None  # the item's own steps, instead of splitting
+
+
 @dataclass(frozen=True)
 class JudgeInput:
     """One (prompt, completion[, reference]) pair, the prompt already flattened to text;
@@ -33,6 +46,7 @@ class JudgeInput:
     completion: str
     reference: str | None = None
     chat: tuple[tuple[str, str], ...] | None = None
+    steps: StepOptions | None = None  # process rewards' step options, where the caller gave any
 
 
 ROLE_LABELS = {"system": "System", "developer": "System", "user": "User", "assistant": "Assistant", "tool": "Tool"}

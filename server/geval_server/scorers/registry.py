@@ -9,8 +9,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from geval_server.scorers.geval.kind import GEvalKind
+from geval_server.scorers.judge_steps.kind import JudgeStepsKind
 from geval_server.scorers.kind import ScorerKind
 from geval_server.scorers.likelihood.kind import LikelihoodKind
+from geval_server.scorers.process_reward.kind import ProcessRewardKind
 from geval_server.scorers.reward_model.kind import RewardModelKind
 from geval_server.scorers.rules.kind import RulesKind
 from geval_server.scorers.semscore.kind import SemScoreKind
@@ -21,6 +23,8 @@ KINDS: tuple[ScorerKind, ...] = (
     LikelihoodKind(),
     SemScoreKind(),
     RewardModelKind(),
+    ProcessRewardKind(),
+    JudgeStepsKind(),
     RulesKind(),
     TemplateKind(),
 )

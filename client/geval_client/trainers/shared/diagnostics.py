@@ -12,6 +12,10 @@
   judge's score slot (its criterion's name, numerals) and keeps the lower read; rising,
   they show a policy that has started to sway the judge, the step it begins.
 - latency_s: wall time of the scoring call, retries included.
+- step_score/<rubric>/<k> (process rewards): the mean score of step k (from 1, up to
+  STEP_POSITIONS) over the completions that have one, and steps/<rubric>, their mean number of
+  steps; scores that fall with k whatever the content show a process reward that grades a
+  step's position, not the step.
 - self_preference_share / self_preference_margin: share of completions scored
   above their human reference, and the mean reward margin over it (only when a
   reference column is scored). A judge that keeps preferring the policy's text
@@ -23,8 +27,9 @@
 
 Per completion (TRL's completions table, through log_extra): label_mass (mean
 over the rubrics), error (the server's message; a row's own rubric that failed is
-named by its column and row), score_claims_removed, bound_gap, and in reasoning mode
-rationale (the judge's evaluation, per rubric where there are several).
+named by its column and row), score_claims_removed, bound_gap, in reasoning mode
+rationale (the judge's evaluation, per rubric where there are several), and with process
+rewards step_scores (each step's score, per rubric where there are several).
 
 Per sample (OpenRLHF's extra_logs, veRL's reward dict; the trainer averages them per
 step): sample_logs, whose bound_lowered and bound_gap averages are the share and gap above.
@@ -36,7 +41,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ...types import GEvalScore, ItemResult, RubricScore, bound_summaries, label_mass
+from ...types import GEvalScore, ItemResult, ProcessRewardScore, RubricScore, bound_summaries, label_mass
 from .row_rubrics import rubric_error
 from .scoring import SampleReward
 from .trl_batch import RewardBatch, rewards_of
@@ -44,6 +49,7 @@ from .trl_batch import RewardBatch, rewards_of
 # Under no correlation, |rho| exceeds 0.65 by chance in 5% of samples of 10 items
 # (and reaches 1 on 2 items always): fewer items say nothing about verbosity bias.
 MIN_RANK_ITEMS = 10
+STEP_POSITIONS = 8  # step_score/<rubric>/<k> is logged for the first steps only: a few metrics, not hundreds
 
 
 def batch_metrics(
@@ -62,6 +68,7 @@ def batch_metrics(
         metrics["label_mass"] = float(np.mean([s.label_mass for s in scores]))
         metrics["low_confidence_share"] = float(np.mean([s.low_confidence for s in scores]))
         metrics.update(bound_metrics([results[i] for i in scored]))
+    metrics.update(step_metrics([results[i] for i in scored]))
     if len(scored) >= MIN_RANK_ITEMS:
         rho = spearman([rewards[i] for i in scored], [batch.lengths[i] for i in scored])
         if rho is not None:
@@ -74,6 +81,23 @@ def batch_metrics(
     if margins:
         metrics["self_preference_share"] = float(np.mean([m > 0 for m in margins]))
         metrics["self_preference_margin"] = float(np.mean(margins))
+    return metrics
+
+
+def step_metrics(results: Sequence[ItemResult]) -> dict[str, float]:
+    """Per process-reward rubric: the mean score at each of the first STEP_POSITIONS steps, and
+    the mean number of steps."""
+    by_rubric: dict[str, list[ProcessRewardScore]] = {}
+    for result in results:
+        for score in result.scores:
+            if isinstance(score, ProcessRewardScore):
+                by_rubric.setdefault(score.rubric, []).append(score)
+    metrics = {}
+    for rubric, scores in by_rubric.items():
+        metrics[f"steps/{rubric}"] = float(np.mean([len(s.step_scores) for s in scores]))
+        for k in range(min(STEP_POSITIONS, max(len(s.step_scores) for s in scores))):
+            metrics[f"step_score/{rubric}/{k + 1}"] = float(np.mean([s.step_scores[k] for s in scores
+                                                                     if len(s.step_scores) > k]))
     return metrics
 
 
@@ -115,7 +139,18 @@ def completion_columns(batch: RewardBatch, results: Sequence[ItemResult]) -> dic
     }
     if any(getattr(s, "rationale", "") for r in mine for s in r.scores):
         columns["rationale"] = [_rationale(r.scores) for r in mine]
+    if any(isinstance(s, ProcessRewardScore) for r in mine for s in r.scores):
+        columns["step_scores"] = [_step_scores(r.scores) if r.ok else None for r in mine]
     return columns
+
+
+def _step_scores(scores: Sequence[RubricScore]) -> str:
+    """Each step's score to 3 places; several process rewards, each under its rubric's name."""
+    steps = [s for s in scores if isinstance(s, ProcessRewardScore)]
+    written = [" ".join(f"{v:.3f}" for v in s.step_scores) for s in steps]
+    if len(steps) == 1:
+        return written[0]
+    return " | ".join(f"[{s.rubric}] {text}" for s, text in zip(steps, written))
 
 
 def _rationale(scores: Sequence[RubricScore]) -> str | None:

@@ -10,9 +10,11 @@ side in one run:
   that answers at once, bench_frontend.py: the cheapest a judge read can be), in 64-item calls
   from 4 clients;
 - the gate on the embedded judge and on the null engine: `overall-quality` on every item,
-  against the same with gate="math-equal" (the wrong half gets 0 and is never read); wall time,
-  items/s, the judge's reads and the server's CPU per item. The right half's rewards must be
-  identical in both arms (the read memo is off, the judge reads float32).
+  against the same with gate="math-equal" (the wrong half gets 0 and is never read), each arm
+  on problems of its own (so neither finds the other's prompts in vLLM's prefix cache); wall
+  time, items/s, the judge's reads and the server's CPU per item. After the gated arm, its right
+  half is scored again without the gate, untimed: the rewards must be identical (the read
+  memo is off, the judge reads float32).
 
     python benchmarks/bench_rules.py [--port 50431] [--calls 8] [--judges null embedded]
 """
@@ -41,8 +43,9 @@ def math_batch(seed: int, problems: int = 8, completions: int = 8) -> list[dict]
         a, b = Fraction(rng.randint(1, 9), rng.randint(2, 9)), Fraction(rng.randint(1, 9), rng.randint(2, 9))
         total = a + b
         prompt = f"Compute {a} + {b}. Give the final answer in \\boxed{{}}."
+        exact_decimal = Fraction(float(total)).limit_denominator(10**6) == total and len(repr(float(total))) < 9
         forms = [f"\\frac{{{total.numerator}}}{{{total.denominator}}}", f"{total.numerator}/{total.denominator}",
-                 f"{float(total):.6g}" if len(f"{float(total):.6g}") < 7 else f"{total.numerator}/{total.denominator}",
+                 repr(float(total)) if exact_decimal else f"{total.numerator}/{total.denominator}",
                  f"\\dfrac{{{2 * total.numerator}}}{{{2 * total.denominator}}}"]
         for k in range(completions):
             right = k % 2 == 0
@@ -96,7 +99,7 @@ def main() -> None:
 
     async def measure(judge: str) -> list[list]:
         rows = []
-        calls = args.calls if judge == "null" else 1  # the embedded judge reads ~5 items/s here
+        calls = args.calls if judge == "null" else 4  # the embedded judge reads ~15 items/s here
         seed = 0
         with serving(judge) as (address, pid, token):
             async with AsyncRewardClient(address, timeout=3600, token=token) as client:
@@ -106,28 +109,28 @@ def main() -> None:
                 if judge == "null":
                     arms = [("rule alone", "exact-match", None), ("rule alone", "math-equal", None),
                             ("judge alone", RUBRIC, None)] + arms
-                rewards = {}
                 for arm, rubric, gate in arms:
-                    seed += 1000  # new problems for every arm: no prompt cached from another
-                    if arm.startswith("gate"):
-                        seed = 500  # both gate arms score the same items
+                    seed += 1000  # new problems for every arm: no prompt in vLLM's prefix cache from another
                     batches = [math_batch(seed + i) for i in range(calls)]
                     async with common.timed([pid]) as t:
                         results = await run_calls(client, batches, rubric, gate)
                     items = sum(len(b) for b in batches)
                     flat = [r for call in results for r in call]
-                    read = sum(not r.gated for r in flat)
-                    if arm.startswith("gate"):
-                        rewards[arm] = [r.reward for r, item in zip(flat, (i for b in batches for i in b))
-                                        if item["right"]]
-                    rows.append([judge, arm, rubric + (f", gate {gate}" if gate else ""), items, read,
-                                 round(items / t.seconds, 1), round(t.seconds, 2),
+                    rows.append([judge, arm, rubric + (f", gate {gate}" if gate else ""), items,
+                                 sum(not r.gated for r in flat), round(items / t.seconds, 1), round(t.seconds, 2),
                                  round(1000 * t.cpu_seconds / items, 2)])
-                off, on = rewards["gate off"], rewards["gate math-equal"]
-                rows[-1].append(f"{max(abs(a - b) for a, b in zip(off, on)):.1e}")
-                rows[-2].append("")
+                    if gate is not None:  # untimed: what passed, again without the gate: the same rewards?
+                        items_of = [i for b in batches for i in b]
+                        passed = [[item for item, r in zip(batch, call) if not r.gated]
+                                  for batch, call in zip(batches, results)]
+                        plain = [r for call in await run_calls(client, passed, rubric) for r in call]
+                        kept = [r for r in flat if not r.gated]
+                        right_gated = sum(r.gated and item["right"] for r, item in zip(flat, items_of))
+                        wrong_passed = sum(not r.gated and not item["right"] for r, item in zip(flat, items_of))
+                        rows[-1] += [f"{max(abs(a.reward - b.reward) for a, b in zip(plain, kept)):.1e}",
+                                     f"{right_gated} right answers gated, {wrong_passed} wrong passed"]
         for row in rows:
-            row += [""] * (9 - len(row))
+            row += [""] * (10 - len(row))
         return rows
 
     rows = [row for judge in args.judges for row in asyncio.run(measure(judge))]
@@ -135,13 +138,14 @@ def main() -> None:
         "bench_rules",
         "Rules: a rule's cost, and what a gate saves the judge",
         ["judge", "arm", "rubric", "items", "items the judge read", "items/s", "seconds",
-         "server CPU ms per item", "right half: largest reward difference"],
+         "server CPU ms per item", "passed: largest reward difference without the gate", "the gate's errors"],
         rows,
-        {"call_items": CALL_ITEMS, "clients": CLIENTS, "calls_null": args.calls, "calls_embedded": 1,
+        {"call_items": CALL_ITEMS, "clients": CLIENTS, "calls_null": args.calls, "calls_embedded": 4,
          "items": "8 fraction sums x 8 boxed answers, half right", "read_memo": "off (embedded)",
          "embedded_dtype": "float32"},
         notes=["rule alone: the rule is the only rubric; judge alone: overall-quality on the null engine.",
-               "gate: the same items in both arms; the wrong half fails math-equal and is never read.",
+               "gate: each arm its own problems; the wrong half fails math-equal and is never read; the last column "
+               "compares the gated arm's right half with the same items scored without the gate.",
                "The machine is shared with other jobs: compare the rows of one run, not runs."],
         machine_info=info,
     )

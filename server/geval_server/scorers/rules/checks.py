@@ -37,7 +37,7 @@ PATTERN_LIMIT = 2000  # characters in a regex rule; far beyond any format check,
 MATH_TIME_LIMIT_S = 3.0  # a comparison takes 1-4 ms (EPYC core); sympy on a huge power never returns
 REGEX_TIME_LIMIT_S = 1.0  # a sane pattern searches a long completion in milliseconds
 SCHEMA_TIME_LIMIT_S = 2.0  # validation is linear in the document unless the schema's own patterns backtrack
-_WORKERS = min(4, os.cpu_count() or 1)  # concurrent bounded checks; more would take cores from the engine
+WORKERS = min(4, os.cpu_count() or 1)  # concurrent bounded checks; more would take cores from the engine
 _WORKER_START_LIMIT_S = 120.0  # a fresh worker imports sympy and math-verify: 0.6 s idle, far more on a loaded host
 _QUOTED = 60  # characters of an answer or reference quoted in a reason
 
@@ -199,7 +199,7 @@ class _Pool:
                 self._free.notify()
 
 
-_pool = _Pool(_WORKERS)
+_pool = _Pool(WORKERS)
 
 
 # -- math ----------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from geval_server.defences.chain import DefenceSettings
 from geval_server.engine.defaults import defaults_line
 from geval_server.engine.embedded_model import EMBEDDED_MODEL
 from geval_server.engine.flags import add_engine_flags, given_engine_flags
+from geval_server.engine.remote.flags import add_remote_flags, remote_config
 from geval_server.scorers.reward_model.scorer import NAME as REWARD_MODEL_NAME
 
 SERVE_EPILOG = (
@@ -80,6 +81,7 @@ def _serve_parser():
                         help="on a GPU, the reward model's share of the memory the judge would have had "
                              "(--gpu-memory-utilization); the judge keeps the rest. On CPU the reward model gets a "
                              "1 GiB KV cache beside the judge's")
+    add_remote_flags(serve)
     access = serve.add_argument_group("access", "Bearer tokens and TLS.")
     access.add_argument("--api-key", nargs="+", metavar="KEY",
                         help="require `authorization: Bearer <key>` with one of these keys on every call but "
@@ -181,8 +183,11 @@ def _serve(argv: list[str]) -> int:
                          f"serves {REWARD_MODEL_NAME!r}")
     if args.read_memo_size < 0:
         parser.error(f"--read-memo-size: must be 0 or more, got {args.read_memo_size}")
+    if args.judge_url and not args.judge:
+        parser.error("--no-judge serves no judge: leave out --judge-url")
+    model = _model(args, engine_args, parser)
     config = ServeConfig(
-        model=_model(args, engine_args, parser), host=args.host, port=args.port, rubric_paths=args.rubrics,
+        model=model, host=args.host, port=args.port, rubric_paths=args.rubrics,
         default_rubric=default_rubric, low_confidence_below=args.low_confidence_below,
         engine_args=engine_args, demo=args.demo, auth_tokens=_auth_tokens(args, parser),
         tls_cert=args.tls_cert, tls_key=args.tls_key, metrics_port=args.metrics_port,
@@ -193,6 +198,7 @@ def _serve(argv: list[str]) -> int:
         max_connection_age_grace_s=args.max_connection_age_grace_s, semscore=args.semscore,
         defences=DefenceSettings(args.remove_score_claims, args.masked_read_bound),
         read_memo_size=args.read_memo_size, reward_model=reward_model, judge=args.judge,
+        remote=remote_config(args, model, engine_args, parser),
     )
     return asyncio.run(serve(config))
 

@@ -13,6 +13,7 @@ from geval_server.api.wire import Limits
 from geval_server.defences.chain import DefenceSettings
 from geval_server.engine.defaults import REWARD_MODEL_MEMORY_FRACTION
 from geval_server.engine.read_memo import DEFAULT_SIZE as DEFAULT_READ_MEMO_SIZE
+from geval_server.engine.remote.config import RemoteConfig
 from geval_server.scorers.geval.rubrics import DEFAULT_RUBRIC
 
 
@@ -46,6 +47,7 @@ class ServeConfig:
     read_memo_size: int = DEFAULT_READ_MEMO_SIZE
     reward_model: RewardModelConfig | None = None  # serve --reward-model
     judge: bool = True  # False: the reward model alone (serve --no-judge)
+    remote: RemoteConfig | None = None  # serve --judge-url: the judge on OpenAI-compatible servers
 
 
 @dataclass(frozen=True)

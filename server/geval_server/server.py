@@ -1,5 +1,6 @@
 """Wires the judge into a gRPC server: health, reflection, auth, TLS, metrics,
-graceful shutdown, and an exit when the engine dies so a supervisor restarts us."""
+graceful shutdown, and an exit when an engine in this process dies so a supervisor restarts
+us (a remote judge that is unreachable: NOT_SERVING until it is back)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from geval_server.defences.chain import DefenceSettings
 from geval_server.engine.defaults import split_memory
 from geval_server.engine.embedded_model import resolve_model
 from geval_server.engine.protocol import ClassifierEngine, JudgeEngine, judge_identity
+from geval_server.engine.remote.engine import RemoteEngine
 from geval_server.engine.tokenization import JudgeTokenizerError, Tokenization
 from geval_server.engine.vllm_classifier import VllmClassifier
 from geval_server.engine.vllm_engine import VllmEngine, platform
@@ -31,7 +33,7 @@ from geval_server.judge.judge import Judge
 from geval_server.metrics import serve_metrics
 from geval_server.scorers.base import JudgeInput, Scorer
 from geval_server.scorers.geval.inline import InlineRubrics
-from geval_server.scorers.geval.rubrics import Rubric, RubricError, load_rubrics, rubric_files
+from geval_server.scorers.geval.rubrics import PRESET_DIR, Rubric, RubricError, load_rubrics, rubric_files
 from geval_server.scorers.geval.scorer import GEvalPreparer
 from geval_server.scorers.geval.slot import LabelTokenError
 from geval_server.scorers.likelihood.scorer import LikelihoodScorer
@@ -83,14 +85,19 @@ async def start_judge(config: ServeConfig, make_engine: Callable[..., JudgeEngin
                          f"known: {sorted({**rubrics, **likelihood})}")
     model_path = resolve_model(config.model)
     try:  # the tokenizer is checked before the slow engine start
-        tokenization = Tokenization(AutoTokenizer.from_pretrained(model_path))
+        tokenization = Tokenization(AutoTokenizer.from_pretrained(config.engine_args.get("tokenizer") or model_path))
     except JudgeTokenizerError as error:
         raise SystemExit(f"geval-reward: cannot serve judge {config.model}: {error}") from error
     checkpoint = _checkpoint(config)
-    engine = make_engine(model_path, engine_args, config.read_memo_size)
+    if config.remote is not None:  # the judge on the user's OpenAI-compatible servers
+        engine = RemoteEngine(model_path, config.remote, engine_args, config.read_memo_size)
+    else:
+        engine = make_engine(model_path, engine_args, config.read_memo_size)
     engine.start()
     classifier = None
     try:
+        if config.remote is not None and engine.prompt_logprobs_missing:
+            likelihood = _without_likelihood(likelihood, files, config.default_rubric, engine.prompt_logprobs_missing)
         judge = await prepare_judge(
             engine, tokenization, judge_model=config.model, rubrics=list(rubrics.values()),
             likelihood=list(likelihood.values()), embedding_model=EmbeddingModel() if config.semscore else None,
@@ -108,6 +115,19 @@ async def start_judge(config: ServeConfig, make_engine: Callable[..., JudgeEngin
         engine.shutdown()
         raise
     return judge
+
+
+def _without_likelihood(likelihood: dict[str, LikelihoodSpec], files, default_rubric: str, missing: str
+                        ) -> dict[str, LikelihoodSpec]:
+    """No likelihood scorer on a judge without prompt log-probabilities: the presets are left
+    out (logged), and one the user asked for (a --rubrics file, --default-rubric) refuses the
+    start, naming what is missing."""
+    asked = sorted(set(load_specs([(path, data) for path, data in files if path.parent != PRESET_DIR]))
+                   | ({default_rubric} & set(likelihood)))
+    if asked:
+        raise JudgeStartError(f"likelihood scorer(s) {asked} need prompt log-probabilities: {missing}")
+    log.warning("the likelihood scorers are not served: %s", missing)
+    return {}
 
 
 def _checkpoint(config: ServeConfig) -> Checkpoint | None:
@@ -279,12 +299,30 @@ def _shutdown(judge: Judge) -> None:
         engine.shutdown()
 
 
-async def _watch_engine(judge: Judge, died: asyncio.Event) -> None:
-    while judge.running:
-        await asyncio.sleep(ENGINE_WATCH_INTERVAL_S)
+async def _watch_engine(judge: Judge, died: asyncio.Event, health_servicer: health.aio.HealthServicer) -> None:
+    """Sets `died` when an engine that cannot come back is down; while only engines that
+    recover by themselves are (a remote judge), reports NOT_SERVING, then SERVING once they are up."""
+    while True:
+        while judge.running:
+            await asyncio.sleep(ENGINE_WATCH_INTERVAL_S)
+        down = [engine for engine in judge.engines if not engine.is_running]
+        if not all(engine.recovers for engine in down):
+            break
+        log.error("%s engine is unreachable; answering UNAVAILABLE until it is back",
+                  " and ".join(engine.role for engine in down))
+        await _set_health(health_servicer, health_pb2.HealthCheckResponse.NOT_SERVING)
+        while not judge.running:
+            await asyncio.sleep(ENGINE_WATCH_INTERVAL_S)
+        log.info("%s engine is back; serving", " and ".join(engine.role for engine in down))
+        await _set_health(health_servicer, health_pb2.HealthCheckResponse.SERVING)
     dead = [engine.role for engine in judge.engines if not engine.is_running]
     log.error("%s engine died; refusing calls and exiting so a supervisor restarts the server", " and ".join(dead))
     died.set()
+
+
+async def _set_health(health_servicer: health.aio.HealthServicer, status) -> None:
+    for name in ("", SERVICE_NAME):
+        await health_servicer.set(name, status)
 
 
 async def serve(config: ServeConfig) -> int:
@@ -305,8 +343,7 @@ async def serve(config: ServeConfig) -> int:
         serve_metrics(config.metrics_port, config.host,
                       lambda: sum(engine.requests_in_flight() for engine in judge.engines))
     await server.start()
-    for name in ("", SERVICE_NAME):
-        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    await _set_health(health_servicer, health_pb2.HealthCheckResponse.SERVING)
     log.info(
         "serving judge %s on %s:%d (%s, %s); rubrics: %s (default %s)",
         config.model, config.host, port, "TLS" if config.tls_cert else "plaintext",
@@ -315,7 +352,7 @@ async def serve(config: ServeConfig) -> int:
     )
     print(f"geval-reward: ready on {config.host}:{port}", flush=True)
 
-    watcher = asyncio.create_task(_watch_engine(judge, died))
+    watcher = asyncio.create_task(_watch_engine(judge, died, health_servicer))
     if config.demo:
         from geval_server.demo import show_demo
 

@@ -300,21 +300,23 @@ def _shutdown(judge: Judge) -> None:
 
 
 async def _watch_engine(judge: Judge, died: asyncio.Event, health_servicer: health.aio.HealthServicer) -> None:
-    """Sets `died` when an engine that cannot come back is down; while only engines that
-    recover by themselves are (a remote judge), reports NOT_SERVING, then SERVING once they are up."""
+    """Sets `died` when an engine that cannot come back is down. While only engines that recover
+    by themselves are down (a remote judge), health reports NOT_SERVING, and SERVING once they are up."""
+    serving = True
     while True:
-        while judge.running:
-            await asyncio.sleep(ENGINE_WATCH_INTERVAL_S)
+        await asyncio.sleep(ENGINE_WATCH_INTERVAL_S)
         down = [engine for engine in judge.engines if not engine.is_running]
-        if not all(engine.recovers for engine in down):
+        if any(not engine.recovers for engine in down):
             break
-        log.error("%s engine is unreachable; answering UNAVAILABLE until it is back",
-                  " and ".join(engine.role for engine in down))
-        await _set_health(health_servicer, health_pb2.HealthCheckResponse.NOT_SERVING)
-        while not judge.running:
-            await asyncio.sleep(ENGINE_WATCH_INTERVAL_S)
-        log.info("%s engine is back; serving", " and ".join(engine.role for engine in down))
-        await _set_health(health_servicer, health_pb2.HealthCheckResponse.SERVING)
+        if serving == bool(down):
+            serving = not down
+            roles = " and ".join(engine.role for engine in down or judge.engines)
+            if serving:
+                log.info("%s engine is back; serving", roles)
+            else:
+                log.error("%s engine is unreachable; answering UNAVAILABLE until it is back", roles)
+            await _set_health(health_servicer, health_pb2.HealthCheckResponse.SERVING if serving
+                              else health_pb2.HealthCheckResponse.NOT_SERVING)
     dead = [engine.role for engine in judge.engines if not engine.is_running]
     log.error("%s engine died; refusing calls and exiting so a supervisor restarts the server", " and ".join(dead))
     died.set()

@@ -73,9 +73,17 @@ def test_prompt_logprobs_are_read_for_the_tail():
 
 def test_a_generation_needs_its_token_ids():
     body = {"choices": [{"text": "ok", "token_ids": [5, 6], "finish_reason": "length"}]}
-    assert completions.generation(body) == ("ok", [5, 6], True)
+    assert completions.generation(body, ()) == ("ok", [5, 6], True)
     with pytest.raises(completions.AnswerError, match="token_ids"):
-        completions.generation({"choices": [{"text": "ok", "token_ids": None}]})
+        completions.generation({"choices": [{"text": "ok", "token_ids": None}]}, ())
+
+
+def test_stop_strings_past_the_remotes_limit_are_applied_here():
+    stops = ("A", "B", "C", "D", "Score:", "[RESULT]")
+    assert completions.generate_request("judge", [1], 5, stops, 0.0)["stop"] == ["A", "B", "C", "D"]
+    body = {"choices": [{"text": "fine. Score: 4 [RESULT] 4", "token_ids": [5, 6, 7], "finish_reason": "length"}]}
+    assert completions.generation(body, stops) == ("fine. ", [5, 6, 7], False)
+    assert completions.generation(body, stops[:4])[0] == "fine. Score: 4 [RESULT] 4"
 
 
 class _Parser(argparse.ArgumentParser):

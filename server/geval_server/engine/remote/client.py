@@ -26,6 +26,10 @@ RETRIED = frozenset({408, 429, 500, 502, 503, 504})
 BACKOFF_S = 0.5  # the first retry's wait; each further one doubles it, with jitter
 MOST_BACKOFF_S = 8.0
 PROBE_TIMEOUT_S = 5.0  # a health probe (GET /models): a live server answers in milliseconds
+# Probes in a row that time out before the remote is marked down: a server that accepts
+# connections but answers nothing (hung) is down, one whose event loop is only slow under load
+# is not. A refused connection or an error status marks it down at once.
+PROBE_TIMEOUTS_DOWN = 3
 
 
 class RemoteDown(ConnectionError):
@@ -47,6 +51,7 @@ class Remote:
         self._timeout = aiohttp.ClientTimeout(total=None, sock_connect=PROBE_TIMEOUT_S, sock_read=timeout_s)
         self._retries = retries
         self._session: aiohttp.ClientSession | None = None
+        self._probe_timeouts = 0
 
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None:
@@ -112,16 +117,21 @@ class Remote:
                                          f"{response.status} (vLLM offers it with VLLM_SERVER_DEV_MODE=1)")
 
     async def probe(self) -> dict[str, Any] | None:
-        """GET /models: the served models (the remote is up), or None (marked down)."""
+        """GET /models: the served models (the remote is up), or None (down, or not answering)."""
         try:
             async with self._client().get(self.url + "/models",
                                           timeout=aiohttp.ClientTimeout(total=PROBE_TIMEOUT_S)) as response:
+                self._probe_timeouts = 0
                 if response.status == 200:
                     answer = await response.json(content_type=None)
                     self.mark(True)
                     return answer
                 self.mark(False, f"GET /models answered HTTP {response.status}: {_reason(await response.text())}")
-        except (aiohttp.ClientError, asyncio.TimeoutError) as error:
+        except asyncio.TimeoutError:
+            self._probe_timeouts += 1
+            if self._probe_timeouts >= PROBE_TIMEOUTS_DOWN:
+                self.mark(False, f"GET /models unanswered for {PROBE_TIMEOUTS_DOWN} probes of {PROBE_TIMEOUT_S:.0f} s")
+        except aiohttp.ClientError as error:
             self.mark(False, f"{type(error).__name__}: {error}")
         return None
 

@@ -11,6 +11,9 @@ from typing import Any
 TOKEN_ID = "token_id:"
 # vLLM's MAX_LOGPROB_TOKEN_IDS: the most tokens one request's logprob_token_ids may name.
 MAX_TOKEN_IDS = 128
+# The most stop strings a request may carry: OpenAI's limit, vLLM's default VLLM_MAX_STOP_STRINGS
+# (a request with more is refused). Further ones are applied here (generation_cut).
+MAX_STOP_STRINGS = 4
 
 
 class AnswerError(ValueError):
@@ -75,19 +78,25 @@ def generate_request(model: str, prompt_ids: list[int], max_tokens: int, stop: S
     """One continuation with its token ids (vLLM's return_token_ids): reasoning mode keeps the
     rationale's tokens as generated."""
     return {"model": model, "prompt": prompt_ids, "max_tokens": max_tokens, "temperature": temperature,
-            "stop": list(stop), "return_token_ids": True}
+            "stop": list(stop[:MAX_STOP_STRINGS]), "return_token_ids": True}
 
 
 def texts(body: dict[str, Any]) -> list[str]:
     return [choice["text"] for choice in sorted(body["choices"], key=lambda choice: choice["index"])]
 
 
-def generation(body: dict[str, Any]) -> tuple[str, list[int], bool]:
-    """The text, every token generated, and whether it ran to max_tokens."""
+def generation(body: dict[str, Any], stop: Sequence[str]) -> tuple[str, list[int], bool]:
+    """The text cut before the first of `stop`, every token generated, and whether it ran to
+    max_tokens. The remote stopped at the first MAX_STOP_STRINGS of them; the text is cut here
+    at the others, which the remote may have written past (those tokens are in the ids too)."""
     choice = body["choices"][0]
     if choice.get("token_ids") is None:
         raise AnswerError("the answer holds no token_ids (vLLM's return_token_ids): reasoning mode needs them")
-    return choice["text"], list(choice["token_ids"]), choice.get("finish_reason") == "length"
+    text, cut = choice["text"], choice.get("finish_reason") == "length"
+    found = [at for at in (text.find(s) for s in stop[MAX_STOP_STRINGS:]) if at >= 0]
+    if found:
+        text, cut = text[:min(found)], False
+    return text, list(choice["token_ids"]), cut
 
 
 def _token_id(token: str) -> int | None:

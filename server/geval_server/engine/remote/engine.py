@@ -236,7 +236,7 @@ class RemoteEngine:
     ) -> Generation:
         """One continuation (greedy at temperature 0), its text cut before the first stop string."""
         body = api.generate_request(self.config.served_model, prompt_ids, max_tokens, stop, temperature)
-        return Generation(*api.generation(await self._post(body, affinity)))
+        return Generation(*api.generation(await self._post(body, affinity), stop))
 
     async def generate_greedy(self, prompt_ids: list[int], max_tokens: int) -> str:
         return (await self.generate(prompt_ids, max_tokens)).text

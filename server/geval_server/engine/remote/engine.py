@@ -115,9 +115,11 @@ class RemoteEngine:
             answer = await remote.post("/completions", api.token_ids_read(model, PROBE_PROMPT, PROBE_TOKENS))
             if len(api.slot_answer(answer, PROBE_TOKENS)) == len(PROBE_TOKENS):
                 self.read = "token-ids"
-            elif self.read == "token-ids":
-                raise SystemExit(f"geval-reward: --judge-read token-ids: {remote.url} does not honour "
-                                 "logprob_token_ids (vLLM's); use --judge-read top-k or prompt-logprobs")
+            elif self.read == "token-ids":  # asked for, or honoured by another remote
+                raise SystemExit(f"geval-reward: --judge-read {self.config.read}: {remote.url} does not honour "
+                                 "logprob_token_ids (vLLM's)" + ("" if self.config.read == "token-ids" else
+                                                                 ", where another --judge-url does") +
+                                 "; serve the judge alike on each, or give --judge-read top-k or prompt-logprobs")
             else:
                 self.read = "top-k"
         if self.read == "top-k":

@@ -28,6 +28,7 @@ import asyncio
 import json
 import os
 import statistics
+import threading
 from typing import Any
 
 import aiohttp
@@ -56,14 +57,17 @@ class Recorder:
 
 
 async def record(recorder: Recorder, warm: list[dict], items: list[dict]) -> tuple[list[dict], list[dict]]:
-    """Our server's requests for the warm-up call and for the timed batch, in that order."""
+    """Our server's requests for the warm-up call and for the timed batch, in that order. The
+    proxy runs in a thread of its own: starting our server blocks this one's event loop."""
     from geval_client import AsyncRewardClient
 
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", recorder.forward)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", PROXY_PORT).start()
+    runner, loop = web.AppRunner(app), asyncio.new_event_loop()
+    loop.run_until_complete(runner.setup())
+    loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", PROXY_PORT).start())
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
     try:
         with common.geval_server(PORT, *_ours(f"http://127.0.0.1:{PROXY_PORT}/v1"), log_name="bench_remote-record"
                                  ) as (address, _):
@@ -75,7 +79,10 @@ async def record(recorder: Recorder, warm: list[dict], items: list[dict]) -> tup
                 await client.score(items, rubrics=common.RUBRIC)
                 return warm_bodies, list(recorder.bodies)
     finally:
-        await runner.cleanup()
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join()
+        loop.run_until_complete(runner.cleanup())
+        loop.close()
 
 
 def _ours(url: str, *extra: str) -> tuple[str, ...]:
@@ -134,12 +141,6 @@ async def run(rounds: int) -> None:
         if cpu_ours is not None:
             row["ours_cpu"].append(cpu_ours / n)
 
-    for _ in range(rounds):  # fresh in-process servers, alone on the machine
-        with common.geval_server(PORT, log_name="bench_remote-in-process") as (address, pid):
-            t, cpu, in_process = await timed_score(address, [pid], items, warm, None)
-        add("in process", t, cpu, len(items))
-        print(f"in process: {len(items) / t.seconds:.2f} items/s", flush=True)
-
     os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # /reset_prefix_cache
     flags = {**settings, "served_model_name": SERVED}
     with common.vllm_openai_server(REMOTE_PORT, common.embedded_model_path(), flags, log_name="bench_remote-vllm"
@@ -167,6 +168,12 @@ async def run(rounds: int) -> None:
             add(f"ours, remote ({read})", t, cpu, len(subset))
             reads[read] = max(abs(a - b) for a, b in zip(rewards, remote_rewards))
             print(f"{read}: {len(subset) / t.seconds:.2f} items/s", flush=True)
+
+    for _ in range(rounds):  # fresh in-process servers, alone on the machine (the remote stopped)
+        with common.geval_server(PORT, log_name="bench_remote-in-process") as (address, pid):
+            t, cpu, in_process = await timed_score(address, [pid], items, warm, None)
+        add("in process", t, cpu, len(items))
+        print(f"in process: {len(items) / t.seconds:.2f} items/s", flush=True)
 
     anchor = statistics.mean(rows["direct aiohttp client"]["rates"])
     table = []

@@ -64,10 +64,14 @@ async def record(recorder: Recorder, warm: list[dict], items: list[dict]) -> tup
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", recorder.forward)
     runner, loop = web.AppRunner(app), asyncio.new_event_loop()
-    loop.run_until_complete(runner.setup())
-    loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", PROXY_PORT).start())
+
+    async def listen() -> None:
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", PROXY_PORT).start()
+
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
+    asyncio.run_coroutine_threadsafe(listen(), loop).result()
     try:
         with common.geval_server(PORT, *_ours(f"http://127.0.0.1:{PROXY_PORT}/v1"), log_name="bench_remote-record"
                                  ) as (address, _):
@@ -79,10 +83,9 @@ async def record(recorder: Recorder, warm: list[dict], items: list[dict]) -> tup
                 await client.score(items, rubrics=common.RUBRIC)
                 return warm_bodies, list(recorder.bodies)
     finally:
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result()
         loop.call_soon_threadsafe(loop.stop)
         thread.join()
-        loop.run_until_complete(runner.cleanup())
-        loop.close()
 
 
 def _ours(url: str, *extra: str) -> tuple[str, ...]:

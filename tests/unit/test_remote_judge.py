@@ -124,3 +124,67 @@ def test_the_flags_give_a_remote_config(tmp_path, monkeypatch):
 def test_bad_flags_are_named(argv, engine_args, named):
     with pytest.raises(ValueError, match=named):
         _config(argv, engine_args)
+
+
+def _likelihood_files(tmp_path):
+    from geval_server.scorers.geval.rubrics import rubric_files
+
+    own = tmp_path / "mine.toml"
+    own.write_text('kind = "likelihood"\nname = "likelihood-mine"\ncriterion = "Overall"\n'
+                   'instruction = "Summary of the article above:"\n')
+    return rubric_files([]), rubric_files([own])
+
+
+def test_without_prompt_logprobs_the_likelihood_presets_are_left_out_and_ones_asked_for_refuse_the_start(tmp_path):
+    from geval_server.scorers.likelihood.spec import load_specs
+    from geval_server.server import JudgeStartError, _without_likelihood
+
+    presets, with_mine = _likelihood_files(tmp_path)
+    assert _without_likelihood(load_specs(presets), presets, "overall-quality", "no prompt_logprobs") == {}
+    with pytest.raises(JudgeStartError, match="likelihood-summary.*no prompt_logprobs"):
+        _without_likelihood(load_specs(presets), presets, "likelihood-summary", "no prompt_logprobs")
+    with pytest.raises(JudgeStartError, match="likelihood-mine"):
+        _without_likelihood(load_specs(with_mine), with_mine, "overall-quality", "no prompt_logprobs")
+
+
+class _Engine:
+    role = "the judge"
+
+    def __init__(self, recovers: bool) -> None:
+        self.recovers, self.is_running = recovers, True
+
+
+def test_health_follows_an_engine_that_recovers_and_one_that_cannot_ends_the_server(monkeypatch):
+    import asyncio
+
+    from geval_server import server
+    from grpc_health.v1 import health, health_pb2
+
+    monkeypatch.setattr(server, "ENGINE_WATCH_INTERVAL_S", 0.01)
+
+    class Judge:
+        def __init__(self, engines):
+            self.engines = engines
+
+    async def status(servicer):
+        request = health_pb2.HealthCheckRequest(service="")
+        return (await servicer.Check(request, None)).status
+
+    async def scenario():
+        remote, local = _Engine(recovers=True), _Engine(recovers=False)
+        servicer, died = health.aio.HealthServicer(), asyncio.Event()
+        await servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+        watcher = asyncio.create_task(server._watch_engine(Judge([remote, local]), died, servicer))
+        seen = []
+        for running in (False, True):
+            remote.is_running = running
+            await asyncio.sleep(0.1)
+            seen.append(await status(servicer))
+        assert not died.is_set()
+        local.is_running = False
+        await asyncio.wait_for(died.wait(), 5)
+        await watcher
+        return seen
+
+    assert asyncio.run(scenario()) == [health_pb2.HealthCheckResponse.NOT_SERVING,
+                                       health_pb2.HealthCheckResponse.SERVING]

@@ -20,6 +20,7 @@ from geval_server.defences.chain import DefenceSettings
 from geval_server.engine.defaults import defaults_line
 from geval_server.engine.embedded_model import EMBEDDED_MODEL
 from geval_server.engine.flags import add_engine_flags, given_engine_flags
+from geval_server.engine.remote.flags import add_remote_flags, remote_config
 from geval_server.scorers.registry import add_flags as add_kind_flags
 from geval_server.scorers.registry import kind_settings
 
@@ -64,6 +65,7 @@ def _serve_parser():
                         help="run no judge (MODEL is not started, and nothing that reads the judge is served: "
                              "G-Eval and likelihood rubrics are refused); serve a reward model alone, or rules")
     add_kind_flags(serve)
+    add_remote_flags(serve)
     access = serve.add_argument_group("access", "Bearer tokens and TLS.")
     access.add_argument("--api-key", nargs="+", metavar="KEY",
                         help="require `authorization: Bearer <key>` with one of these keys on every call but "
@@ -148,8 +150,11 @@ def _serve(argv: list[str]) -> int:
             parser.error("--no-judge: --rubrics need a judge; leave them out to serve without a judge")
     if args.read_memo_size < 0:
         parser.error(f"--read-memo-size: must be 0 or more, got {args.read_memo_size}")
+    if args.judge_url and not args.judge:
+        parser.error("--no-judge serves no judge: leave out --judge-url")
+    model = _model(args, engine_args, parser)
     config = ServeConfig(
-        model=_model(args, engine_args, parser), host=args.host, port=args.port, rubric_paths=args.rubrics,
+        model=model, host=args.host, port=args.port, rubric_paths=args.rubrics,
         default_rubric=args.default_rubric, low_confidence_below=args.low_confidence_below,
         engine_args=engine_args, demo=args.demo, auth_tokens=_auth_tokens(args, parser),
         tls_cert=args.tls_cert, tls_key=args.tls_key, metrics_port=args.metrics_port,
@@ -160,6 +165,7 @@ def _serve(argv: list[str]) -> int:
         max_connection_age_grace_s=args.max_connection_age_grace_s,
         defences=DefenceSettings(args.remove_score_claims, args.masked_read_bound),
         read_memo_size=args.read_memo_size, judge=args.judge, kinds=kind_settings(args, parser),
+        remote=remote_config(args, model, engine_args, parser),
     )
     return asyncio.run(serve(config))
 

@@ -12,6 +12,7 @@ from geval_client.defaults import DEFAULT_PORT, DEFAULT_TIMEOUT_S
 from geval_server.api.wire import Limits
 from geval_server.defences.chain import DefenceSettings
 from geval_server.engine.read_memo import DEFAULT_SIZE as DEFAULT_READ_MEMO_SIZE
+from geval_server.engine.remote.config import RemoteConfig
 
 
 def _default_kinds() -> dict[str, Any]:
@@ -50,3 +51,4 @@ class ServeConfig:
     judge: bool = True  # False: no judge engine, and no kind that reads it (serve --no-judge)
     # each served kind's settings by its name (scorers/kind.py); built in code, every kind at its flags' defaults
     kinds: dict[str, Any] = field(default_factory=_default_kinds)
+    remote: RemoteConfig | None = None  # serve --judge-url: the judge on OpenAI-compatible servers

@@ -1,5 +1,6 @@
 """Wires the judge into a gRPC server: health, reflection, auth, TLS, metrics,
-graceful shutdown, and an exit when the engine dies so a supervisor restarts us."""
+graceful shutdown, and an exit when an engine in this process dies so a supervisor restarts
+us (a remote judge that is unreachable: NOT_SERVING until it is back)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from geval_server.api.servicer import RewardService
 from geval_server.config import ServeConfig
 from geval_server.engine.embedded_model import resolve_model
 from geval_server.engine.protocol import ClassifierEngine, Engine, JudgeEngine, judge_identity
+from geval_server.engine.remote.engine import RemoteEngine
 from geval_server.engine.tokenization import JudgeTokenizerError, Tokenization
 from geval_server.engine.vllm_classifier import VllmClassifier
 from geval_server.engine.vllm_engine import VllmEngine
@@ -121,13 +123,16 @@ def _start_judge_engine(config: ServeConfig, kinds: list, make_engine: Callable[
 
     model_path = resolve_model(config.model)
     try:  # the tokenizer is checked before the slow engine start
-        tokenization = Tokenization(AutoTokenizer.from_pretrained(model_path))
+        tokenization = Tokenization(AutoTokenizer.from_pretrained(config.engine_args.get("tokenizer") or model_path))
     except JudgeTokenizerError as error:
         raise SystemExit(f"geval-reward: cannot serve judge {config.model}: {error}") from error
     engine_args = config.engine_args
     for kind, settings in kinds:
         engine_args = kind.judge_engine_args(settings, engine_args, judge=True)
-    engine = make_engine(model_path, engine_args, config.read_memo_size)
+    if config.remote is not None:  # the judge on the user's OpenAI-compatible servers
+        engine = RemoteEngine(model_path, config.remote, engine_args, config.read_memo_size)
+    else:
+        engine = make_engine(model_path, engine_args, config.read_memo_size)
     engine.start()
     return JudgeContext(engine, tokenization, config.model, judge_identity(config.model, engine.dtype))
 
@@ -246,12 +251,32 @@ def _shutdown(engines: Sequence[Engine]) -> None:
         engine.shutdown()
 
 
-async def _watch_engine(judge: Judge, died: asyncio.Event) -> None:
-    while judge.running:
+async def _watch_engine(judge: Judge, died: asyncio.Event, health_servicer: health.aio.HealthServicer) -> None:
+    """Sets `died` when an engine that cannot come back is down. While only engines that recover
+    by themselves are down (a remote judge), health reports NOT_SERVING, and SERVING once they are up."""
+    serving = True
+    while True:
         await asyncio.sleep(ENGINE_WATCH_INTERVAL_S)
+        down = [engine for engine in judge.engines if not engine.is_running]
+        if any(not engine.recovers for engine in down):
+            break
+        if serving == bool(down):
+            serving = not down
+            roles = " and ".join(engine.role for engine in down or judge.engines)
+            if serving:
+                log.info("%s engine is back; serving", roles)
+            else:
+                log.error("%s engine is unreachable; answering UNAVAILABLE until it is back", roles)
+            await _set_health(health_servicer, health_pb2.HealthCheckResponse.SERVING if serving
+                              else health_pb2.HealthCheckResponse.NOT_SERVING)
     dead = [engine.role for engine in judge.engines if not engine.is_running]
     log.error("%s engine died; refusing calls and exiting so a supervisor restarts the server", " and ".join(dead))
     died.set()
+
+
+async def _set_health(health_servicer: health.aio.HealthServicer, status) -> None:
+    for name in ("", SERVICE_NAME):
+        await health_servicer.set(name, status)
 
 
 async def serve(config: ServeConfig) -> int:
@@ -272,8 +297,7 @@ async def serve(config: ServeConfig) -> int:
         serve_metrics(config.metrics_port, config.host,
                       lambda: sum(engine.requests_in_flight() for engine in judge.engines))
     await server.start()
-    for name in ("", SERVICE_NAME):
-        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    await _set_health(health_servicer, health_pb2.HealthCheckResponse.SERVING)
     log.info(
         "serving judge %s on %s:%d (%s, %s); rubrics: %s (default %s)",
         config.model, config.host, port, "TLS" if config.tls_cert else "plaintext",
@@ -282,7 +306,7 @@ async def serve(config: ServeConfig) -> int:
     )
     print(f"geval-reward: ready on {config.host}:{port}", flush=True)
 
-    watcher = asyncio.create_task(_watch_engine(judge, died))
+    watcher = asyncio.create_task(_watch_engine(judge, died, health_servicer))
     if config.demo:
         from geval_server.demo import show_demo
 

@@ -59,7 +59,8 @@ def judge_over(engine, tokenization, rubrics, likelihood=(), embedding_model=Non
                          defences=defences, kinds={})
     context = JudgeContext(engine, tokenization, "fake-judge", judge_identity("fake-judge", engine.dtype))
     checked = [(GEvalKind(), {rubric.name: rubric for rubric in rubrics}),
-               (LikelihoodKind(), {spec.name: spec for spec in likelihood})] + ([(RulesKind(), ())] if rules else [])
+               (LikelihoodKind(), ([], {spec.name: spec for spec in likelihood}))]
+    checked += [(RulesKind(), ())] if rules else []
     judge, _ = asyncio.run(serve_kinds(config, context, checked))
     if embedding_model is not None:
         semscore = SemScoreScorer(embedding_model)

@@ -31,7 +31,9 @@ from geval_server.judge.outcomes import BoundSummary, ItemOutcome, bound_summari
 
 log = logging.getLogger(__name__)
 
-ENGINE_DOWN = "the judge engine is down; the server is restarting, retry"
+# In-process engines: the server exits and a supervisor restarts it; a remote judge: the
+# server answers again once the remote is back.
+ENGINE_DOWN = "the judge engine is down (restarting, or a remote judge server unreachable); retry"
 RETRY_PUSHBACK_MS = 1000
 
 class RewardService(reward_pb2_grpc.RewardServiceServicer):
@@ -120,6 +122,10 @@ class RewardService(reward_pb2_grpc.RewardServiceServicer):
             yield
         except UnservableRubric as error:
             raise _Refused(grpc.StatusCode.INVALID_ARGUMENT, str(error)) from error
+        except Exception as error:  # an engine down mid-call (a caller's rubric being prepared on it)
+            if self._judge.running:
+                raise
+            raise _Refused(grpc.StatusCode.UNAVAILABLE, ENGINE_DOWN) from error
         finally:
             self._release(n_items)
         if not self._judge.running:

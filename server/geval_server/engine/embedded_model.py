@@ -13,7 +13,7 @@ import logging
 import pathlib
 import shutil
 
-from geval_server.cache import cache_dir
+from geval_server.cache import cache_dir, publish_dir, staging_dir
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +47,16 @@ def embedded_checkpoint() -> pathlib.Path:
     model.hf_quantizer = None
     model.is_quantized = False
     del model.config.quantization_config
-    partial = target.with_name(target.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    model.save_pretrained(partial)
-    tokenizer.save_pretrained(partial)
-    partial.rename(target)  # atomic: a crash mid-conversion leaves no half checkpoint
+    # Built in a folder of this process's own, then renamed into place: a crash mid-conversion
+    # leaves no half checkpoint, and servers converting at once on one empty cache all succeed.
+    staged = staging_dir(target)
+    try:
+        model.save_pretrained(staged)
+        tokenizer.save_pretrained(staged)
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+    publish_dir(staged, target)
     return target
 
 

@@ -34,6 +34,7 @@ def label_logprob(prompt_key: int, token_id: int) -> float:
 
 class NullEngine:
     role = "the null"  # who computes, in the log
+    recovers = False
 
     def __init__(
         self,

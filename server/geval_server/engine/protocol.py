@@ -3,9 +3,9 @@ beside the judge) and of a step scorer (a process reward model beside it), and h
 names the engine behind it.
 
 The server takes any object with these members: the vLLM drivers (vllm_engine.py,
-vllm_classifier.py, vllm_process_reward.py) in production, the null engine (null_engine.py)
-where a benchmark or a simulated fleet needs an engine that answers at once or after a
-modelled delay.
+vllm_classifier.py, vllm_process_reward.py) in production, or a judge on a remote
+OpenAI-compatible server (remote/engine.py), the null engine (null_engine.py) where a
+benchmark or a simulated fleet needs an engine that answers at once or after a modelled delay.
 """
 
 from __future__ import annotations
@@ -22,11 +22,25 @@ class Generation:
     cut: bool  # ran to max_tokens
 
 
+class EngineRequestError(Exception):
+    """One request the engine would not or could not read (a remote server refused it, or did
+    not answer within its retries): the items it was for fail with `code`, a gRPC status name,
+    and this message, which names why; the rest of the call is scored."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 class Engine(Protocol):
     """What the server starts, stops, watches and reports of any engine it runs."""
 
     model: str  # the checkpoint's path
     role: str  # what it serves, in the log: "the judge", "the reward model"
+    # Whether it comes back by itself once down (a remote server that returns): the server then
+    # reports NOT_SERVING and answers UNAVAILABLE meanwhile, and serves again when it is up. An
+    # engine in this process that died does not; the server exits so a supervisor restarts it.
+    recovers: bool
     settings: dict[str, Any]  # the engine arguments it runs with (GetInfo reports them)
     environment: dict[str, str]  # the engine's environment variables that shape its numbers and speed
     dtype: str | None  # the number format it computes in, once started

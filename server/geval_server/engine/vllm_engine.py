@@ -79,6 +79,7 @@ class AsyncLLMDriver:
     started with our defaults for the platform (defaults.py), stopped, watched."""
 
     role = "the judge"  # who computes, in the log
+    recovers = False  # an AsyncLLM that died stays dead: the server exits to be restarted
 
     def __init__(self, model: str, chosen: EngineDefaults, request_prefix: str = "") -> None:
         self.model = model

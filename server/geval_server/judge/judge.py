@@ -16,7 +16,7 @@ import logging
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 
 from geval_server.defences.chain import Defences, DefenceSettings, defences_for
-from geval_server.engine.protocol import Engine
+from geval_server.engine.protocol import Engine, EngineRequestError
 from geval_server.groupwise.comparer import GroupCall, merge
 from geval_server.groupwise.results import GroupResult
 from geval_server.judge.bound import BoundScores, bound
@@ -224,10 +224,12 @@ class Judge:
         return defences_for(self._served_criteria | frozenset(_criteria(chosen)), self.defences)
 
     def _as_failure(self, error: BaseException, scorer: str) -> ItemFailure:
-        """A failed request as its items' error: UNAVAILABLE (retry later) when the engine is
-        down, INTERNAL for anything else, logged."""
+        """A failed request as its items' error: the engine's own code where it refused the
+        request, UNAVAILABLE (retry later) when the engine is down, INTERNAL for anything else, logged."""
         if isinstance(error, ItemFailure):
             return error
+        if isinstance(error, EngineRequestError):  # the engine refused this request, saying why
+            return ItemFailure(error.code, f"rubric {scorer!r}: {error}")
         if isinstance(error, ReadFailure):
             return ItemFailure("INTERNAL", f"rubric {scorer!r}: {error}")
         if not self.running:

@@ -11,7 +11,7 @@ import hashlib
 import json
 import logging
 
-from geval_server.cache import cache_dir
+from geval_server.cache import cache_dir, write_text
 from geval_server.engine.protocol import JudgeEngine
 from geval_server.engine.tokenization import Tokenization
 from geval_server.scorers.geval.rubrics import Rubric
@@ -55,9 +55,6 @@ async def ensure_steps(
     else:
         generated = await engine.generate_greedy(steps_prompt(tokenization, rubric), MAX_STEP_TOKENS)
         steps = tidy_steps(generated)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(".partial")
-        partial.write_text(steps, encoding="utf-8")
-        partial.rename(path)
+        write_text(path, steps)  # atomic, and safe beside another server writing the same steps
         log.info("generated evaluation steps for rubric %s:\n%s", rubric.name, steps)
     return rubric.with_generated_steps(steps)

@@ -12,7 +12,7 @@ raw number alone is no reward in [0, 1]; two forms make one:
   (`geval-reward fit-reward-model`: the median and the quartiles' spread, so the median
   completion gets 0.5 and the quartiles 0.25 and 0.75).
 Within a group (ScoreGroups) each completion's reward is its mean sigmoid(r_i - r_j) over
-its peers (groupwise/reward_model.py).
+its peers (groups.py).
 
 It reads no score slot: a claim such as `Score: 10` in a completion is text the classifier
 reads like any other, so the slot defences (claim removal, the bounded read) do not run for it.

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 
 from geval_server.defences.chain import Defences
 from geval_server.defences.reader_text import is_blank
-from geval_server.engine.protocol import JudgeEngine
+from geval_server.engine.protocol import EngineRequestError, JudgeEngine
 from geval_server.engine.tokenization import Tokenization
 from geval_server.groupwise.plan import Group, Schedule, cyclic_shifts, default_schedule, distinct, pairs
 from geval_server.groupwise.results import ANCHOR, GroupResult, Rationale, RubricGroupResult, combine
@@ -353,7 +353,9 @@ def _check_listable(index: int, size: int, prompt: ComparisonPrompt, reasoning: 
 def _fail_members(result: GroupResult, members: Sequence[int], error: BaseException, rubric: str) -> None:
     for i in members:
         if result.member_failures[i] is None:
-            result.member_failures[i] = ItemFailure("INTERNAL", f"rubric {rubric!r}: a comparison read failed: "
+            # An engine's refusal keeps its code (a remote judge server that refused the read).
+            code = error.code if isinstance(error, EngineRequestError) else "INTERNAL"
+            result.member_failures[i] = ItemFailure(code, f"rubric {rubric!r}: a comparison read failed: "
                                                     f"{type(error).__name__}: {error}")
 
 

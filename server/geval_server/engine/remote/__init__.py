@@ -1,0 +1,1 @@
+"""The judge on an OpenAI-compatible inference server the user already runs (serve --judge-url)."""

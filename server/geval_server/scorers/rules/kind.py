@@ -4,8 +4,6 @@ completion matches; `json`, it parses and validates against the schema given."""
 
 from __future__ import annotations
 
-import logging
-import threading
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -14,8 +12,6 @@ from geval_client.pb import reward_pb2
 from geval_server.scorers.kind import ScorerKind, Served, SpecError, StartContext
 from geval_server.scorers.rules.checks import JsonRule, RegexRule, RuleError, exact_match, math_equal
 from geval_server.scorers.rules.scorer import KIND, RuleDetails, RuleScorer
-
-log = logging.getLogger(__name__)
 
 MATH_EQUAL, EXACT_MATCH = "math-equal", "exact-match"
 _FINAL = "the completion's final answer (its last \\boxed{}, else the whole text)"
@@ -61,13 +57,6 @@ def json_scorer(spec: JsonSpec) -> RuleScorer:
         schema=spec.schema or ""))
 
 
-def _warm_math() -> None:
-    try:
-        math_equal("\\boxed{1}", "1")
-    except Exception as error:  # logged: the first math-equal check reports it again, per item
-        log.warning("the math-equal worker did not start: %s", error)
-
-
 async def _inline(spec: RegexSpec | JsonSpec) -> RuleScorer:
     return regex_scorer(spec) if isinstance(spec, RegexSpec) else json_scorer(spec)
 
@@ -77,12 +66,9 @@ class RulesKind(ScorerKind):
     inline_field = "rule"
 
     async def start(self, settings: Any, context: StartContext) -> Served:
-        """The served rules, one math worker starting meanwhile in a thread of its own (checks.py):
-        a fresh worker imports sympy and math-verify, 0.6 s on an idle core and minutes on a loaded
-        one, which the first math-equal call would otherwise wait for. Not awaited, so a process
-        that cannot spawn workers (a Ray actor, a script without a __main__ guard) still serves
-        every rule but math-equal, whose items then fail naming why."""
-        threading.Thread(target=_warm_math, name="geval-rule-warmup", daemon=True).start()
+        """The served rules. The math workers (checks.py) start at the first math-equal check, not
+        here: a worker outlives a server killed with SIGKILL, and a supervisor that waits for the
+        server's output to close (a Ray actor replica) would then never see it die."""
         return Served(served_rules(), inline={RegexSpec: _inline, JsonSpec: _inline})
 
     def inline_from_wire(self, rule: reward_pb2.RuleSpec, limits: Any) -> RegexSpec | JsonSpec:

@@ -102,6 +102,14 @@ def split_memory(engine_args: dict[str, Any], platform: str, fraction: float, ju
     return judge_args, classifier
 
 
+def split_here(engine_args: dict[str, Any], fraction: float, judge: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """split_memory on the platform this process runs on: what every kind with an engine of its
+    own beside the judge's (a reward model, a process reward model) takes."""
+    from geval_server.engine.vllm_engine import platform  # vllm_engine imports this module
+
+    return split_memory(engine_args, platform(), fraction, judge=judge)
+
+
 # What `serve --help` adds to a flag's help for the defaults above.
 DEFAULTS_HELP = {
     "gpu_memory_utilization": f"vLLM's on GPU; none on CPU, where --kv-cache-memory-bytes {CPU_KV_CACHE_BYTES} "

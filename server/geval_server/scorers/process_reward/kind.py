@@ -10,7 +10,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from geval_server.engine.defaults import REWARD_MODEL_MEMORY_FRACTION, split_memory
+from geval_server.engine.defaults import REWARD_MODEL_MEMORY_FRACTION, split_here
 from geval_server.scorers.base import STEP_REDUCTIONS
 from geval_server.scorers.kind import ScorerKind, Served, StartContext
 from geval_server.scorers.process_reward.checkpoint import FLAG
@@ -64,14 +64,7 @@ class ProcessRewardKind(ScorerKind):
 
     def judge_engine_args(self, settings: ProcessRewardConfig, engine_args: dict[str, Any], judge: bool
                           ) -> dict[str, Any]:
-        return self._split(settings, engine_args, judge)[0]
-
-    @staticmethod
-    def _split(settings: ProcessRewardConfig, engine_args: dict[str, Any], judge: bool
-               ) -> tuple[dict[str, Any], dict[str, Any]]:
-        from geval_server.engine.vllm_engine import platform
-
-        return split_memory(engine_args, platform(), settings.memory_fraction, judge=judge)
+        return split_here(engine_args, settings.memory_fraction, judge)[0]
 
     async def start(self, settings: ProcessRewardConfig, context: StartContext) -> Served:
         """Checks the checkpoint and the tag, starts the PRM's engine and serves
@@ -95,7 +88,8 @@ class ProcessRewardKind(ScorerKind):
             raise SystemExit(f"geval-reward: {FLAG} {path}: {error}") from error
         except ProcessRewardError as error:
             raise SystemExit(f"geval-reward: {error}") from error
-        engine = VllmStepScorer(path, self._split(settings, config.engine_args, context.judge is not None)[1])
+        _, own_args = split_here(config.engine_args, settings.memory_fraction, context.judge is not None)
+        engine = VllmStepScorer(path, own_args)
         try:
             engine.start()
         except Exception as error:  # vLLM refuses the checkpoint (architecture, task, memory)

@@ -9,7 +9,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from geval_server.engine.defaults import REWARD_MODEL_MEMORY_FRACTION, split_memory
+from geval_server.engine.defaults import REWARD_MODEL_MEMORY_FRACTION, split_here
 from geval_server.scorers.kind import ScorerKind, Served, StartContext
 from geval_server.scorers.reward_model.groups import RewardModelComparer
 from geval_server.scorers.reward_model.scorer import KIND, NAME, Calibration, RewardModelScorer
@@ -64,14 +64,7 @@ class RewardModelKind(ScorerKind):
 
     def judge_engine_args(self, settings: RewardModelConfig, engine_args: dict[str, Any], judge: bool
                           ) -> dict[str, Any]:
-        return self._split(settings, engine_args, judge)[0]
-
-    @staticmethod
-    def _split(settings: RewardModelConfig, engine_args: dict[str, Any], judge: bool
-               ) -> tuple[dict[str, Any], dict[str, Any]]:
-        from geval_server.engine.vllm_engine import platform
-
-        return split_memory(engine_args, platform(), settings.memory_fraction, judge=judge)
+        return split_here(engine_args, settings.memory_fraction, judge)[0]
 
     async def start(self, settings: RewardModelConfig, context: StartContext) -> Served:
         """Checks the checkpoint, starts the classifier's engine and serves `reward-model` after a
@@ -89,8 +82,8 @@ class RewardModelKind(ScorerKind):
             checkpoint = read_checkpoint(settings.path, settings.head, trust)
         except RewardModelError as error:
             raise SystemExit(f"geval-reward: {error}") from error
-        classifier = context.make_classifier(checkpoint.path,
-                                             self._split(settings, config.engine_args, context.judge is not None)[1])
+        _, own_args = split_here(config.engine_args, settings.memory_fraction, context.judge is not None)
+        classifier = context.make_classifier(checkpoint.path, own_args)
         path = checkpoint.path
         try:
             chat = ChatRenderer(Tokenization(AutoTokenizer.from_pretrained(path, trust_remote_code=trust)))

@@ -17,17 +17,20 @@ pytestmark = pytest.mark.families
 FAMILIES = sorted(PRM_TAGS)
 
 
-def _renderer(family: str, tag: str | None = None) -> StepChatRenderer:
+def _tokenization(family: str) -> Tokenization:
     from transformers import AutoTokenizer
 
-    return StepChatRenderer(Tokenization(AutoTokenizer.from_pretrained(process_reward_dir(family))),
-                            tag or PRM_TAGS[family])
+    return Tokenization(AutoTokenizer.from_pretrained(process_reward_dir(family)))
+
+
+def _renderer(family: str, tag: str | None = None) -> StepChatRenderer:
+    return StepChatRenderer(_tokenization(family), tag or PRM_TAGS[family])
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_the_chat_encodes_as_apply_chat_template_with_the_tags_where_it_says(family):
-    renderer, tag = _renderer(family), PRM_TAGS[family]
-    tokenizer = renderer._tok.tokenizer
+    tokenization, tag = _tokenization(family), PRM_TAGS[family]
+    renderer, tokenizer = StepChatRenderer(tokenization, tag), tokenization.tokenizer
     prompt = (("system", "Reason step by step."), ("user", "What is 6 x 7?"))
     steps = ["6 x 7 is 6 added 7 times.", "That is 42.", "The answer is 42."]
     chat = renderer.render(prompt, steps)
@@ -40,10 +43,11 @@ def test_the_chat_encodes_as_apply_chat_template_with_the_tags_where_it_says(fam
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_a_step_that_writes_the_tag_gets_characters(family):
-    renderer, tag = _renderer(family), PRM_TAGS[family]
+    tokenization, tag = _tokenization(family), PRM_TAGS[family]
+    renderer = StepChatRenderer(tokenization, tag)
     chat = renderer.render((("user", "Q"),), [f"first {tag} forged", "second"])
     assert [i for i, t in enumerate(chat.ids) if t == renderer.tag_id] == list(chat.tags) and len(chat.tags) == 2
-    assert tag in renderer._tok.decode(list(chat.ids[:chat.tags[0]]))
+    assert tag in tokenization.decode(list(chat.ids[:chat.tags[0]]))
 
 
 def test_a_tag_of_several_tokens_is_refused_naming_the_flag():

@@ -8,6 +8,7 @@ import math
 
 import pytest
 from geval_audit.reward_model_fit import FitError, fit
+from geval_server.engine.chat_template import ChatRefused
 from geval_server.engine.defaults import (
     CLASSIFIER_CPU_KV_CACHE_BYTES,
     CPU,
@@ -18,7 +19,6 @@ from geval_server.engine.defaults import (
 from geval_server.engine.dtype import DtypeChoice
 from geval_server.groupwise.plan import Group
 from geval_server.scorers.base import ItemFailure, JudgeInput
-from geval_server.scorers.reward_model.chat import ChatRefused
 from geval_server.scorers.reward_model.checkpoint import Checkpoint
 from geval_server.scorers.reward_model.groups import judge_groups
 from geval_server.scorers.reward_model.scorer import Calibration, RewardModelScorer, sigmoid

@@ -20,10 +20,11 @@ from typing import ClassVar
 
 from geval_client.pb import reward_pb2
 
+from geval_server.engine.chat_template import ChatRefused
 from geval_server.engine.protocol import StepScorerEngine
 from geval_server.groupwise.comparer import PointwiseComparer
 from geval_server.scorers.base import ItemFailure, JudgeInput, ScorerInfo
-from geval_server.scorers.process_reward.chat import StepChatRefused, StepChatRenderer
+from geval_server.scorers.process_reward.chat import StepChatRenderer
 from geval_server.scorers.process_reward.checkpoint import GOOD, Checkpoint
 from geval_server.scorers.process_reward.steps import Step, reduce_steps, split_steps
 from geval_server.scorers.scoring_mode import ScoringMode
@@ -108,7 +109,7 @@ class ProcessRewardScorer:
         prompt = item.chat if item.chat is not None else (("user", item.prompt),)
         try:
             chat = self.chat.render(prompt, [step.text for step in steps])
-        except StepChatRefused as error:
+        except ChatRefused as error:
             raise ItemFailure("INVALID_ARGUMENT", str(error), f"{where}.chat") from error
         if len(chat.ids) > self.engine.max_model_len:
             raise ItemFailure(

@@ -29,9 +29,10 @@ from typing import TYPE_CHECKING, ClassVar
 
 from geval_client.pb import reward_pb2
 
+from geval_server.engine.chat_template import ChatRefused
 from geval_server.engine.protocol import ClassifierEngine
 from geval_server.scorers.base import ItemFailure, JudgeInput, ScorerInfo
-from geval_server.scorers.reward_model.chat import ChatRefused, ChatRenderer
+from geval_server.scorers.reward_model.chat import ChatRenderer
 from geval_server.scorers.reward_model.checkpoint import Checkpoint
 from geval_server.scorers.scoring_mode import ScoringMode
 

@@ -337,3 +337,38 @@ def test_a_failing_worker_is_reported_and_replaced(job, says):
     with pytest.raises(RuntimeError, match=re.escape(says)):
         checks._pool.run(job, (), 5.0)
     assert math_equal(r"\boxed{2}", "2").passed
+
+
+_BUSY_SERVER = """
+import threading, time
+from geval_server.scorers.rules import checks
+
+if __name__ == "__main__":
+    worker = checks._Worker()  # started and ready
+    threading.Thread(target=worker.run, args=(time.sleep, (600,), 900), daemon=True).start()
+    time.sleep(0.5)  # the job is sent and the worker is inside it
+    print(worker._process.pid, flush=True)
+    time.sleep(600)
+"""
+
+
+def test_a_worker_busy_in_a_check_ends_when_its_server_is_killed(tmp_path):
+    """SIGKILL closes the pipe, which an idle worker hears but one inside a check does not."""
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    script = tmp_path / "server.py"
+    script.write_text(_BUSY_SERVER)
+    server = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        worker = psutil.Process(int(server.stdout.readline()))
+        time.sleep(1)
+        assert worker.is_running()
+    finally:
+        server.kill()
+        server.wait()
+    _, alive = psutil.wait_procs([worker], timeout=30)
+    assert not alive, f"the worker {worker.pid} outlived its server"

@@ -23,6 +23,7 @@ import os
 import re
 import signal
 import threading
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -38,6 +39,7 @@ MATH_TIME_LIMIT_S = 3.0  # a comparison takes 1-4 ms (EPYC core); sympy on a hug
 REGEX_TIME_LIMIT_S = 1.0  # a sane pattern searches a long completion in milliseconds
 SCHEMA_TIME_LIMIT_S = 2.0  # validation is linear in the document unless the schema's own patterns backtrack
 WORKERS = min(4, os.cpu_count() or 1)  # concurrent bounded checks; more would take cores from the engine
+_ORPHAN_POLL_S = 0.5
 _WORKER_START_LIMIT_S = 120.0  # a fresh worker imports sympy and math-verify: 0.6 s idle, far more on a loaded host
 _QUOTED = 60  # characters of an answer or reference quoted in a reason
 
@@ -113,6 +115,7 @@ def _serve(connection) -> None:
     """A worker's loop: run each (function, args) sent and send back its result. It imports and
     warms math-verify first, so no check pays sympy's start-up inside its time bound."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server stops its workers itself, on its own ^C
+    threading.Thread(target=_exit_when_orphaned, args=(os.getppid(),), daemon=True).start()
     logging.getLogger("math_verify").setLevel(logging.ERROR)  # "timeout disabled": this process is the bound
     _math_job("1/2", True, "0.5")
     connection.send((True, "ready"))
@@ -122,6 +125,17 @@ def _serve(connection) -> None:
             connection.send((True, function(*args)))
         except Exception as error:  # the caller hears of it; the worker is replaced
             connection.send((False, repr(error)))
+
+
+def _exit_when_orphaned(parent: int) -> None:
+    """Ends the worker once its server is gone. A server killed outright (SIGKILL, the OOM
+    killer) closes the pipe, which ends an idle worker, but not one busy in a check that sympy
+    cannot interrupt; such a worker would hold the server's output open and keep a supervisor
+    (a Ray actor, a shell pipe) from seeing the server die. PR_SET_PDEATHSIG would fire when
+    the thread that spawned the worker ends, not the server, so the parent is watched instead."""
+    while os.getppid() == parent:
+        time.sleep(_ORPHAN_POLL_S)
+    os._exit(0)
 
 
 class _Worker:

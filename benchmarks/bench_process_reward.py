@@ -26,7 +26,6 @@ import math
 import pathlib
 import re
 import sys
-import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
@@ -82,54 +81,25 @@ def p_good(row: list[float]) -> float:
     return 1.0 / (1.0 + math.exp(row[0] - row[1]))
 
 
-async def ours(port: int, serve_args: list[str], rubric: str, items: list[dict], warm: list[dict], label: str):
-    """(start seconds, Timed, results) of one Score call of every item on a fresh server."""
-    from geval_client import AsyncRewardClient
-
-    started = time.perf_counter()
-    with common.geval_server(port, *serve_args, log_name=label) as (address, pid):
-        start_seconds = time.perf_counter() - started
-        async with AsyncRewardClient(address, timeout=3600) as client:
-            await client.score(warm, rubrics=rubric)
-            async with common.timed([pid]) as t:
-                results = await client.score(items, rubrics=rubric)
-    failed = [r.error.message for r in results if not r.ok]
-    if failed:
-        raise RuntimeError(f"{label}: {len(failed)} items failed, e.g. {failed[0]}")
-    return start_seconds, t, results
+async def step_scores(http, root: str, model: str, item: dict) -> list[float]:
+    """P(good) at each tag of one /pooling chat request (token_classify, raw logits)."""
+    answer = "".join(step + TAG for step in item["completion"].split("\n\n"))
+    reply = await http.post(f"{root}/pooling", json={
+        "model": model, "task": "token_classify", "use_activation": False, "add_generation_prompt": False,
+        "messages": [{"role": "user", "content": item["prompt"]}, {"role": "assistant", "content": answer}]})
+    reply.raise_for_status()
+    return [p_good(row) for row in reply.json()["data"][0]["data"]]
 
 
-async def vllm_pooling(port: int, checkpoint: str, dtype: str, items: list[dict], warm: list[dict]):
-    """(start seconds, Timed, step scores) of one /pooling chat request per item, all in flight."""
+def pooling_settings(checkpoint: str, dtype: str) -> dict:
+    """`vllm serve --runner pooling` with the STEP pooler at the tag's id."""
     import json
 
-    import httpx
     from transformers import AutoTokenizer
 
     tag_id = AutoTokenizer.from_pretrained(checkpoint).convert_tokens_to_ids(TAG)
-    settings = {**common.engine_arguments(), "runner": "pooling", "dtype": dtype,
-                "pooler_config": json.dumps({"step_tag_id": tag_id})}
-    started = time.perf_counter()
-    with common.vllm_openai_server(port, checkpoint, settings, log_name="vllm-serve-prm") as (base_url, pid):
-        start_seconds = time.perf_counter() - started
-        root = base_url.removesuffix("/v1")
-        async with httpx.AsyncClient(timeout=3600, limits=httpx.Limits(max_connections=len(items))) as http:
-            model = (await http.get(f"{base_url}/models")).json()["data"][0]["id"]
-
-            async def steps(item: dict) -> list[float]:
-                answer = "".join(step + TAG for step in item["completion"].split("\n\n"))
-                reply = await http.post(f"{root}/pooling", json={
-                    "model": model, "task": "token_classify", "use_activation": False,
-                    "add_generation_prompt": False,
-                    "messages": [{"role": "user", "content": item["prompt"]},
-                                 {"role": "assistant", "content": answer}]})
-                reply.raise_for_status()
-                return [p_good(row) for row in reply.json()["data"][0]["data"]]
-
-            await steps(warm[0])
-            async with common.timed([pid]) as t:
-                scores = await asyncio.gather(*(steps(item) for item in items))
-    return start_seconds, t, scores
+    return {**common.engine_arguments(), "runner": "pooling", "dtype": dtype,
+            "pooler_config": json.dumps({"step_tag_id": tag_id})}
 
 
 def main() -> None:
@@ -146,16 +116,21 @@ def main() -> None:
     warm = stepped(common.grpo_batch(docs[-1:], completions=1))
     flags = ["--dtype", args.dtype]
 
-    prm_start, prm, prm_results = asyncio.run(ours(
+    alone = asyncio.run(common.score_fresh(
         args.port, [*flags, "--no-judge", "--process-reward-model", checkpoint], PRM, items, warm, "prm-alone"))
-    vs_start, vs, vs_scores = asyncio.run(vllm_pooling(args.port, checkpoint, args.dtype, items, warm))
-    cached_start, cached, cached_results = asyncio.run(ours(
+    vs_start, vs, vs_scores = asyncio.run(common.vllm_pooling_requests(
+        args.port, checkpoint, pooling_settings(checkpoint, args.dtype), items, warm, step_scores, "vllm-serve-prm"))
+    with_cache = asyncio.run(common.score_fresh(
         args.port, [*flags, "--no-semscore"], STEP_RUBRIC, judged, warm, "judge-steps-cached"))
-    plain_start, plain, _ = asyncio.run(ours(
+    without_cache = asyncio.run(common.score_fresh(
         args.port, [*flags, "--no-semscore", "--no-enable-prefix-caching"], STEP_RUBRIC, judged, warm,
         "judge-steps-uncached"))
+    prm_start, prm = alone.start_seconds, alone.timed
+    cached_start, cached, plain_start, plain = (with_cache.start_seconds, with_cache.timed,
+                                                without_cache.start_seconds, without_cache.timed)
+    cached_results = with_cache.results
 
-    ours_scores = [r.scores[0].step_scores for r in prm_results]
+    ours_scores = [r.scores[0].step_scores for r in alone.results]
     counts_agree = all(len(a) == len(b) for a, b in zip(ours_scores, vs_scores))
     gap = max(abs(x - y) for a, b in zip(ours_scores, vs_scores) for x, y in zip(a, b))
     n, steps = len(items), sum(map(len, ours_scores))

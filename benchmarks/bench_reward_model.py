@@ -21,7 +21,6 @@ import argparse
 import asyncio
 import pathlib
 import sys
-import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
@@ -31,47 +30,14 @@ from reward_model_head import checkpoint_dir  # noqa: E402
 REWARD_MODEL = "reward-model"
 
 
-async def ours(port: int, serve_args: list[str], rubric: str, items: list[dict], warm: list[dict], label: str):
-    """(start seconds, Timed, results) of one Score call of every item on a fresh server."""
-    from geval_client import AsyncRewardClient
-
-    started = time.perf_counter()
-    with common.geval_server(port, *serve_args, log_name=label) as (address, pid):
-        start_seconds = time.perf_counter() - started
-        async with AsyncRewardClient(address, timeout=3600) as client:
-            await client.score(warm, rubrics=rubric)
-            async with common.timed([pid]) as t:
-                results = await client.score(items, rubrics=rubric)
-    failed = [r.error.message for r in results if not r.ok]
-    if failed:
-        raise RuntimeError(f"{label}: {len(failed)} items failed, e.g. {failed[0]}")
-    return start_seconds, t, results
-
-
-async def vllm_classify(port: int, checkpoint: str, dtype: str, items: list[dict], warm: list[dict]):
-    """(start seconds, Timed, raw logits) of one /classify chat request per item, all in flight."""
-    import httpx
-
-    settings = {**common.engine_arguments(), "runner": "pooling", "dtype": dtype}
-    started = time.perf_counter()
-    with common.vllm_openai_server(port, checkpoint, settings, log_name="vllm-serve-classify") as (base_url, pid):
-        start_seconds = time.perf_counter() - started
-        root = base_url.removesuffix("/v1")
-        async with httpx.AsyncClient(timeout=3600, limits=httpx.Limits(max_connections=len(items))) as http:
-            model = (await http.get(f"{base_url}/models")).json()["data"][0]["id"]
-
-            async def classify(item: dict) -> float:
-                reply = await http.post(f"{root}/classify", json={
-                    "model": model, "use_activation": False, "add_generation_prompt": False,
-                    "messages": [{"role": "user", "content": item["prompt"]},
-                                 {"role": "assistant", "content": item["completion"]}]})
-                reply.raise_for_status()
-                return reply.json()["data"][0]["probs"][0]
-
-            await classify(warm[0])
-            async with common.timed([pid]) as t:
-                raw = await asyncio.gather(*(classify(item) for item in items))
-    return start_seconds, t, raw
+async def classify(http, root: str, model: str, item: dict) -> float:
+    """The raw logit of one /classify chat request."""
+    reply = await http.post(f"{root}/classify", json={
+        "model": model, "use_activation": False, "add_generation_prompt": False,
+        "messages": [{"role": "user", "content": item["prompt"]},
+                     {"role": "assistant", "content": item["completion"]}]})
+    reply.raise_for_status()
+    return reply.json()["data"][0]["probs"][0]
 
 
 def main() -> None:
@@ -86,12 +52,15 @@ def main() -> None:
     warm = common.grpo_batch(docs[-1:], completions=1)
     flags = ["--dtype", args.dtype]
 
-    rm_start, rm, rm_results = asyncio.run(ours(
+    alone = asyncio.run(common.score_fresh(
         args.port, [*flags, "--no-judge", "--reward-model", args.checkpoint], REWARD_MODEL, items, warm, "rm-alone"))
-    ge_start, ge, _ = asyncio.run(ours(args.port, flags, common.RUBRIC, items, warm, "geval-read"))
-    vs_start, vs, vs_raw = asyncio.run(vllm_classify(args.port, args.checkpoint, args.dtype, items, warm))
+    read = asyncio.run(common.score_fresh(args.port, flags, common.RUBRIC, items, warm, "geval-read"))
+    settings = {**common.engine_arguments(), "runner": "pooling", "dtype": args.dtype}
+    vs_start, vs, vs_raw = asyncio.run(common.vllm_pooling_requests(
+        args.port, args.checkpoint, settings, items, warm, classify, "vllm-serve-classify"))
+    rm_start, rm, ge_start, ge = alone.start_seconds, alone.timed, read.start_seconds, read.timed
 
-    ours_raw = [r.scores[0].raw_score for r in rm_results]
+    ours_raw = [r.scores[0].raw_score for r in alone.results]
     gap = max(abs(a - b) for a, b in zip(ours_raw, vs_raw))
     n = len(items)
 

@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -283,26 +283,43 @@ class ServerRun:
     settings: dict[str, str]  # GetInfo's engine_settings
 
 
-async def score_on_fresh_server(port: int, serve_args: Sequence[str], items: list[dict], warm: list[dict],
-                                label: str, env: dict[str, str] | None = None) -> ServerRun:
+@dataclass
+class FreshScore:
+    """One Score call of a batch on a fresh server."""
+
+    start_seconds: float  # from launch to ready (engine start, warm-up, rubric preparation)
+    timed: Timed  # the batch: wall seconds, CPU seconds of every process of the server
+    results: list  # the client's ItemResults, in item order
+    settings: dict[str, str]  # GetInfo's engine_settings
+
+
+async def score_fresh(port: int, serve_args: Sequence[str], rubrics: Any, items: list[dict], warm: list[dict],
+                      label: str, env: dict[str, str] | None = None) -> FreshScore:
     """Starts `geval-reward serve *serve_args` (`env` added to its environment), scores `warm`
     (other articles: the rubric's prefix then sits in the cache, as on a server in use), then
-    times `items` as one Score call from one client."""
+    times `items` as one Score call from one client. Any failed item fails the run."""
     from geval_client import AsyncRewardClient
 
     started = time.perf_counter()
     with geval_server(port, *serve_args, log_name=label, env=env) as (address, pid):
         start_seconds = time.perf_counter() - started
         async with AsyncRewardClient(address, timeout=3600) as client:
-            await client.score(warm, rubrics=RUBRIC)
+            await client.score(warm, rubrics=rubrics)
             async with timed([pid]) as t:
-                results = await client.score(items, rubrics=RUBRIC)
+                results = await client.score(items, rubrics=rubrics)
             settings = dict((await client.info()).engine_settings)
     failed = [r.error.message for r in results if not r.ok]
     if failed:
-        raise RuntimeError(f"{len(failed)} items failed, e.g. {failed[0]}")
-    return ServerRun(start_seconds, t.seconds, t.cpu_seconds, [r.reward for r in results],
-                     [r.scores[0].expected_score for r in results], settings)
+        raise RuntimeError(f"{label}: {len(failed)} items failed, e.g. {failed[0]}")
+    return FreshScore(start_seconds, t, results, settings)
+
+
+async def score_on_fresh_server(port: int, serve_args: Sequence[str], items: list[dict], warm: list[dict],
+                                label: str, env: dict[str, str] | None = None) -> ServerRun:
+    """`score_fresh` of the benchmarks' G-Eval rubric, summarised."""
+    run = await score_fresh(port, serve_args, RUBRIC, items, warm, label, env)
+    return ServerRun(run.start_seconds, run.timed.seconds, run.timed.cpu_seconds, [r.reward for r in run.results],
+                     [r.scores[0].expected_score for r in run.results], run.settings)
 
 
 # ---- vllm serve ------------------------------------------------------------------------
@@ -347,6 +364,25 @@ def vllm_openai_server(port: int, model_path: str, settings: dict[str, Any], env
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+async def vllm_pooling_requests(port: int, checkpoint: str, settings: dict[str, Any], items: list[dict],
+                                warm: list[dict], request: Callable, log_name: str) -> tuple[float, Timed, list]:
+    """(start seconds, Timed, answers) of `vllm serve` on a pooling checkpoint driven as a user
+    would: `request(http, root, model, item)` per item (one HTTP request), all in flight, timed
+    after one warm-up request."""
+    import httpx
+
+    started = time.perf_counter()
+    with vllm_openai_server(port, checkpoint, settings, log_name=log_name) as (base_url, pid):
+        start_seconds = time.perf_counter() - started
+        root = base_url.removesuffix("/v1")
+        async with httpx.AsyncClient(timeout=3600, limits=httpx.Limits(max_connections=len(items))) as http:
+            model = (await http.get(f"{base_url}/models")).json()["data"][0]["id"]
+            await request(http, root, model, warm[0])
+            async with timed([pid]) as t:
+                answers = await asyncio.gather(*(request(http, root, model, item) for item in items))
+    return start_seconds, t, list(answers)
 
 
 @dataclass

@@ -8,7 +8,7 @@ import asyncio
 import gc
 import logging
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -20,6 +20,7 @@ from geval_server.api.auth import TokenAuthInterceptor
 from geval_server.api.calls import CallInterceptor
 from geval_server.api.servicer import RewardService
 from geval_server.config import ServeConfig
+from geval_server.engine.defaults import split_here
 from geval_server.engine.embedded_model import resolve_model
 from geval_server.engine.protocol import ClassifierEngine, Engine, JudgeEngine, judge_identity
 from geval_server.engine.remote.engine import RemoteEngine
@@ -60,11 +61,16 @@ async def start_judge(config: ServeConfig, make_engine: Callable[..., JudgeEngin
     kinds = [(kind, config.kinds[kind.name]) for kind in KINDS
              if kind.name in config.kinds and (config.judge or not kind.needs_judge)]
     checked = [(kind, kind.check(settings, config)) for kind, settings in kinds]  # files read before engines start
-    judge_context = _start_judge_engine(config, kinds, make_engine) if config.judge else None
+    shares = dict(share for kind, settings in kinds if (share := kind.engine_share(settings)) is not None)
+    try:
+        judge_args, engine_args = split_here(config.engine_args, shares, config.judge)
+    except ValueError as error:
+        raise SystemExit(f"geval-reward: {error}") from error
+    judge_context = _start_judge_engine(config, judge_args, make_engine) if config.judge else None
     engines = [judge_context.engine] if judge_context is not None else []
     judge = None
     try:
-        judge, probed = await serve_kinds(config, judge_context, checked, make_classifier)
+        judge, probed = await serve_kinds(config, judge_context, checked, make_classifier, engine_args)
         if probed is not None:
             await probe_judge(judge, probed)
     except (Unservable, JudgeStartError) as error:
@@ -78,17 +84,20 @@ async def start_judge(config: ServeConfig, make_engine: Callable[..., JudgeEngin
 
 async def serve_kinds(config: ServeConfig, judge_context: JudgeContext | None,
                       checked: Sequence[tuple[ScorerKind, Any]],
-                      make_classifier: Callable[..., ClassifierEngine] = VllmClassifier) -> tuple[Judge, str | None]:
+                      make_classifier: Callable[..., ClassifierEngine] = VllmClassifier,
+                      engine_args: Mapping[str, dict[str, Any]] | None = None) -> tuple[Judge, str | None]:
     """The judge over a started judge engine (or none): each kind started with what its `check`
     read, its scorers served by name and its inline specs prepared as they come; the default
     rubric resolved. An engine a kind started is shut down with the others if a later one fails.
+    engine_args: the arguments of each kind's own engine, by the flag of its share (split_memory).
     Also returns the rubric whose probe shows the engines can be driven: the default where an
     engine reads it, else the first default offered by a kind that reads one (None: no engine)."""
     engines = [judge_context.engine] if judge_context is not None else []
     preparers: dict[type, Callable] = {}
     judge = Judge(engines, {}, config.model if judge_context is not None else "",
                   InlineRubrics(_dispatch(preparers), config.limits.max_inline_rubrics), config.defences)
-    context = StartContext(config, judge_context, lambda scorer: _probe(judge, scorer), make_classifier)
+    context = StartContext(config, judge_context, lambda scorer: _probe(judge, scorer), make_classifier,
+                           engine_args or {})
     defaults: list[str] = []
     engine_kinds: set[str] = set()  # the kinds that read an engine
     try:
@@ -116,9 +125,10 @@ async def serve_kinds(config: ServeConfig, judge_context: JudgeContext | None,
     return judge, next(iter(probed), None)
 
 
-def _start_judge_engine(config: ServeConfig, kinds: list, make_engine: Callable[..., JudgeEngine]) -> JudgeContext:
-    """The judge's tokenizer checked, then its engine started, with what other kinds' engines
-    take from its memory set aside."""
+def _start_judge_engine(config: ServeConfig, engine_args: dict[str, Any],
+                        make_engine: Callable[..., JudgeEngine]) -> JudgeContext:
+    """The judge's tokenizer checked, then its engine started on engine_args (the user's, less
+    what other kinds' engines take of its memory)."""
     from transformers import AutoTokenizer
 
     model_path = resolve_model(config.model)
@@ -126,9 +136,6 @@ def _start_judge_engine(config: ServeConfig, kinds: list, make_engine: Callable[
         tokenization = Tokenization(AutoTokenizer.from_pretrained(config.engine_args.get("tokenizer") or model_path))
     except JudgeTokenizerError as error:
         raise SystemExit(f"geval-reward: cannot serve judge {config.model}: {error}") from error
-    engine_args = config.engine_args
-    for kind, settings in kinds:
-        engine_args = kind.judge_engine_args(settings, engine_args, judge=True)
     if config.remote is not None:  # the judge on the user's OpenAI-compatible servers
         engine = RemoteEngine(model_path, config.remote, engine_args, config.read_memo_size)
     else:

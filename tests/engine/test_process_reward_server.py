@@ -38,9 +38,10 @@ def _server(tmp_path_factory, name: str, *args: str):
 
 @pytest.fixture(scope="module")
 def alone(tmp_path_factory):
-    """A Qwen2.5 PRM served without a judge (reduction: min, the default)."""
+    """A Qwen2.5 PRM served without a judge (reduction: min, the default), beside a reward
+    model: two engines of their own, the memory split once between them."""
     process, address = _server(tmp_path_factory, "alone", "--no-judge", "--process-reward-model",
-                               str(process_reward_dir("qwen2.5")))
+                               str(process_reward_dir("qwen2.5")), "--reward-model", str(classifier_dir("qwen2.5")))
     with RewardClient(address) as client:
         yield client
     stop_server(process)
@@ -149,6 +150,14 @@ def test_combined_with_a_geval_rubric_in_one_call(beside):
                              rubrics={"process-reward-model": 1, "overall-quality": 3})
     rewards = {s.rubric: s.reward for s in result.scores}
     assert result.reward == pytest.approx((rewards["process-reward-model"] + 3 * rewards["overall-quality"]) / 4)
+
+
+def test_a_reward_model_and_a_prm_served_together_score_in_one_call(alone):
+    (both,) = alone.score([{"prompt": PROMPT, "completion": COMPLETION}], rubrics={**PRM, "reward-model": 1})
+    (prm,) = alone.score([{"prompt": PROMPT, "completion": COMPLETION}], rubrics=PRM)
+    (rm,) = alone.score([{"prompt": PROMPT, "completion": COMPLETION}], rubrics={"reward-model": 1})
+    assert both.reward == pytest.approx((prm.reward + rm.reward) / 2)
+    assert {s.rubric for s in both.scores} == {"process-reward-model", "reward-model"}
 
 
 def test_groups_score_each_member_alone(alone):

@@ -107,17 +107,28 @@ def test_groups_reward_the_mean_probability_of_beating_each_peer():
 
 
 def test_on_a_gpu_the_reward_model_takes_its_share_of_the_judges_memory():
-    judge, classifier = split_memory({"gpu_memory_utilization": 0.8, "dtype": "float32", "max_model_len": 4096},
-                                     GPU, 0.25, judge=True)
+    judge, engines = split_memory({"gpu_memory_utilization": 0.8, "dtype": "float32", "max_model_len": 4096},
+                                  GPU, {"--rm": 0.25}, judge=True)
     assert judge["gpu_memory_utilization"] == pytest.approx(0.6) and judge["max_model_len"] == 4096
-    assert classifier == {"gpu_memory_utilization": pytest.approx(0.2), "dtype": "float32"}
-    assert split_memory({}, GPU, 0.25, judge=False)[1]["gpu_memory_utilization"] == 0.9
+    assert engines == {"--rm": {"gpu_memory_utilization": pytest.approx(0.2), "dtype": "float32"}}
+    assert split_memory({}, GPU, {"--rm": 0.25}, judge=False)[1]["--rm"]["gpu_memory_utilization"] == 0.9
+
+
+def test_two_engines_beside_the_judge_take_together_what_the_judge_alone_would():
+    """A reward model and a process reward model: split once, never the judge's rest split again."""
+    judge, engines = split_memory({}, GPU, {"--rm": 0.3, "--prm": 0.2}, judge=True)
+    shares = [judge["gpu_memory_utilization"]] + [own["gpu_memory_utilization"] for own in engines.values()]
+    assert shares == pytest.approx([0.45, 0.27, 0.18]) and sum(shares) == pytest.approx(0.9)
+    _, alone = split_memory({}, GPU, {"--rm": 0.3, "--prm": 0.2}, judge=False)
+    assert [own["gpu_memory_utilization"] for own in alone.values()] == pytest.approx([0.54, 0.36])
+    with pytest.raises(ValueError, match=r"--rm 0.6 \+ --prm 0.5 = 1.1"):
+        split_memory({}, GPU, {"--rm": 0.6, "--prm": 0.5}, judge=True)
 
 
 def test_on_cpu_the_reward_model_gets_a_small_kv_cache_on_the_pooling_runner():
-    judge, classifier = split_memory({"enforce_eager": True}, CPU, 0.3, judge=True)
+    judge, engines = split_memory({"enforce_eager": True}, CPU, {"--rm": 0.3}, judge=True)
     assert judge == {"enforce_eager": True}
-    settings = classifier_defaults(classifier, CPU, lambda: DtypeChoice("float32", "test")).settings
+    settings = classifier_defaults(engines["--rm"], CPU, lambda: DtypeChoice("float32", "test")).settings
     assert settings["kv_cache_memory_bytes"] == CLASSIFIER_CPU_KV_CACHE_BYTES and settings["runner"] == "pooling"
     assert settings["enforce_eager"] is True
 

@@ -270,8 +270,8 @@ def engine_setting_uses() -> set[Use]:
         chosen = engine_defaults({}, platform, lambda: DtypeChoice("float32", "any"))
         uses.add(Use("call", ENGINE_ARGS, keywords=tuple(sorted(chosen.settings))))
         uses.update(Use("env", "vllm.envs", name) for name in chosen.environment)
-        _, reward_model_args = split_memory({}, platform, REWARD_MODEL_MEMORY_FRACTION, judge=True)
-        classifier = classifier_defaults(reward_model_args, platform, lambda: DtypeChoice("float32", "any"))
+        _, engines = split_memory({}, platform, {"--reward-model": REWARD_MODEL_MEMORY_FRACTION}, judge=True)
+        classifier = classifier_defaults(engines["--reward-model"], platform, lambda: DtypeChoice("float32", "any"))
         uses.add(Use("call", ENGINE_ARGS, keywords=tuple(sorted(classifier.settings))))
     return uses
 

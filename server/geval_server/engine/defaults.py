@@ -7,7 +7,7 @@ variables and KV size never reach a GPU engine.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,8 +72,9 @@ GPU_DTYPE_REASON = ("vLLM's default (auto) on a GPU: the checkpoint's own format
 # prompts being computed. On CPU 1 GiB holds a max-length chat of 8192 tokens of an 8B Llama
 # (128 KiB per token), so vLLM starts it; the judge keeps its 2 GiB.
 CLASSIFIER_CPU_KV_CACHE_BYTES = 1024**3
-# On a GPU both engines share the card: the reward model takes this share of the memory the
-# judge would have had (--gpu-memory-utilization, else vLLM's 0.9), the judge the rest. An 8B
+# On a GPU the engines share the card: the reward model (and a process reward model, each with
+# its own flag) takes this share of the memory the judge would have had
+# (--gpu-memory-utilization, else vLLM's 0.9), the judge the rest. An 8B
 # reward model's bfloat16 weights are 16 GiB, under 0.3 x 0.9 of an 80 GB card (21.6 GiB),
 # its prefill-only reads need little KV; the judge keeps the larger share for its prefix cache
 # and reasoning mode's decode. Not measured on a GPU yet. Alone (no judge) it takes all of it.
@@ -85,29 +86,40 @@ VLLM_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default share of a GPU
 CLASSIFIER_SHARED_FLAGS = ("dtype", "enforce_eager", "trust_remote_code", "compilation_config")
 
 
-def split_memory(engine_args: dict[str, Any], platform: str, fraction: float, judge: bool
-                 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The judge's and the reward model's engine arguments from the user's flags (engine_args):
-    on a GPU the memory share split by `fraction` (all of it to the reward model without a
-    judge), on CPU the reward model's small KV cache; the classifier takes CLASSIFIER_SHARED_FLAGS."""
+def split_memory(engine_args: dict[str, Any], platform: str, shares: Mapping[str, float], judge: bool
+                 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The judge's engine arguments, and those of each engine beside it (by the flag that sets
+    its share), from the user's flags (engine_args). On a GPU each takes its share of the memory
+    the judge would have had and the judge keeps the rest, so together they take what the judge
+    alone would (without a judge they divide it by their shares); on CPU each gets a small KV
+    cache of its own. They take CLASSIFIER_SHARED_FLAGS. Shares that leave the judge nothing:
+    ValueError naming their flags."""
+    total = sum(shares.values())
+    if judge and total >= 1:
+        named = " + ".join(f"{flag} {fraction:g}" for flag, fraction in shares.items())
+        raise ValueError(f"{named} = {total:g}: the engines beside the judge must leave it a share of the memory; "
+                         "lower one")
     judge_args = dict(engine_args)
-    classifier = {name: engine_args[name] for name in CLASSIFIER_SHARED_FLAGS if name in engine_args}
+    shared = {name: engine_args[name] for name in CLASSIFIER_SHARED_FLAGS if name in engine_args}
+    engines = {flag: dict(shared) for flag in shares}
     if platform == GPU:
         share = engine_args.get("gpu_memory_utilization", VLLM_GPU_MEMORY_UTILIZATION)
-        classifier["gpu_memory_utilization"] = share * fraction if judge else share
-        if judge and "kv_cache_memory_bytes" not in engine_args:
-            judge_args["gpu_memory_utilization"] = share * (1 - fraction)
+        for flag, fraction in shares.items():
+            engines[flag]["gpu_memory_utilization"] = share * fraction if judge else share * fraction / total
+        if judge and shares and "kv_cache_memory_bytes" not in engine_args:
+            judge_args["gpu_memory_utilization"] = share * (1 - total)
     elif platform == CPU:
-        classifier["kv_cache_memory_bytes"] = CLASSIFIER_CPU_KV_CACHE_BYTES
-    return judge_args, classifier
+        for own in engines.values():
+            own["kv_cache_memory_bytes"] = CLASSIFIER_CPU_KV_CACHE_BYTES
+    return judge_args, engines
 
 
-def split_here(engine_args: dict[str, Any], fraction: float, judge: bool) -> tuple[dict[str, Any], dict[str, Any]]:
-    """split_memory on the platform this process runs on: what every kind with an engine of its
-    own beside the judge's (a reward model, a process reward model) takes."""
+def split_here(engine_args: dict[str, Any], shares: Mapping[str, float], judge: bool
+               ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """split_memory on the platform this process runs on."""
     from geval_server.engine.vllm_engine import platform  # vllm_engine imports this module
 
-    return split_memory(engine_args, platform(), fraction, judge=judge)
+    return split_memory(engine_args, platform(), shares, judge=judge)
 
 
 # What `serve --help` adds to a flag's help for the defaults above.

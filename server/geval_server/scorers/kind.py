@@ -6,8 +6,9 @@ know kinds only through it, as vLLM's model registry knows architectures.
 A kind declares:
 - its serve flags (`add_flags`, one argument group) and the settings they give (`settings`:
   None where the kind is not served, `parser.error` naming the flag where a value is wrong);
-- whether it reads the judge (`needs_judge`: not served under `serve --no-judge`) and what of
-  the judge's engine memory its own engine takes (`judge_engine_args`);
+- whether it reads the judge (`needs_judge`: not served under `serve --no-judge`) and what
+  share of the judge's engine memory its own engine takes (`engine_share`: the server splits
+  the memory once among all of them, engine/defaults.split_memory);
 - how it starts (`start`: its engine if any, its served scorers, how it prepares the specs
   callers send inline), each scorer then saying how it reads an item (scorers/base.py: request,
   score), how a group compares on it (`Scorer.comparer`) and its wire form (`Score.wire`,
@@ -19,7 +20,7 @@ A kind declares:
 from __future__ import annotations
 
 import argparse
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +57,8 @@ class StartContext:
     judge: JudgeContext | None  # None: serve --no-judge
     probe: Callable[[Scorer], Awaitable[str | None]]  # scores the probe item; the failure, or None
     make_classifier: Callable[..., ClassifierEngine]  # (path, engine_args): a classifier's engine, not started
+    # each engine's arguments beside the judge's, by the flag that sets its share (`engine_share`)
+    engine_args: Mapping[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -89,9 +92,10 @@ class ScorerKind:
         once, not after the judge's minute of start-up); passed to `start` in place of settings."""
         return settings
 
-    def judge_engine_args(self, settings: Any, engine_args: dict[str, Any], judge: bool) -> dict[str, Any]:
-        """The judge engine's arguments with what this kind's own engine takes from them set aside."""
-        return engine_args
+    def engine_share(self, settings: Any) -> tuple[str, float] | None:
+        """(the flag that sets it, the share of the judge's GPU memory) its own engine takes;
+        None: no engine of its own. Its engine's arguments are then StartContext.engine_args[flag]."""
+        return None
 
     async def start(self, settings: Any, context: StartContext) -> Served:
         """Its engine started (SystemExit naming its flag where it cannot be served), its scorers ready."""

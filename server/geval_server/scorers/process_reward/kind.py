@@ -8,15 +8,16 @@ from __future__ import annotations
 import argparse
 import logging
 from dataclasses import dataclass
-from typing import Any
 
-from geval_server.engine.defaults import REWARD_MODEL_MEMORY_FRACTION, split_here
+from geval_server.engine.defaults import REWARD_MODEL_MEMORY_FRACTION
 from geval_server.scorers.base import STEP_REDUCTIONS
 from geval_server.scorers.kind import ScorerKind, Served, StartContext
 from geval_server.scorers.process_reward.checkpoint import FLAG
 from geval_server.scorers.process_reward.scorer import KIND, NAME, ProcessRewardScorer
 
 log = logging.getLogger(__name__)
+
+MEMORY_FLAG = "--process-reward-model-memory-fraction"
 
 DEFAULT_TAG = "<extra_0>"  # Qwen2.5-Math-PRM's step tag
 
@@ -46,7 +47,7 @@ class ProcessRewardKind(ScorerKind):
                                 "of its vocabulary")
         group.add_argument("--step-reduction", choices=STEP_REDUCTIONS, default=ProcessRewardConfig.reduction,
                            help="how the step scores make the reward where a request names none")
-        group.add_argument("--process-reward-model-memory-fraction", type=float,
+        group.add_argument(MEMORY_FLAG, type=float,
                            default=ProcessRewardConfig.memory_fraction,
                            help="on a GPU, the PRM's share of the memory the judge would have had; on CPU it gets a "
                                 "1 GiB KV cache beside the judge's")
@@ -55,16 +56,15 @@ class ProcessRewardKind(ScorerKind):
         if args.process_reward_model is None:
             return None
         if not 0 < args.process_reward_model_memory_fraction < 1:
-            parser.error(f"--process-reward-model-memory-fraction: must be between 0 and 1, got "
+            parser.error(f"{MEMORY_FLAG}: must be between 0 and 1, got "
                          f"{args.process_reward_model_memory_fraction}")
         if not args.step_tag:
             parser.error("--step-tag: must not be empty")
         return ProcessRewardConfig(args.process_reward_model, args.step_tag, args.step_reduction,
                                    args.process_reward_model_memory_fraction)
 
-    def judge_engine_args(self, settings: ProcessRewardConfig, engine_args: dict[str, Any], judge: bool
-                          ) -> dict[str, Any]:
-        return split_here(engine_args, settings.memory_fraction, judge)[0]
+    def engine_share(self, settings: ProcessRewardConfig) -> tuple[str, float]:
+        return MEMORY_FLAG, settings.memory_fraction
 
     async def start(self, settings: ProcessRewardConfig, context: StartContext) -> Served:
         """Checks the checkpoint and the tag, starts the PRM's engine and serves
@@ -88,7 +88,7 @@ class ProcessRewardKind(ScorerKind):
             raise SystemExit(f"geval-reward: {FLAG} {path}: {error}") from error
         except ProcessRewardError as error:
             raise SystemExit(f"geval-reward: {error}") from error
-        _, own_args = split_here(config.engine_args, settings.memory_fraction, context.judge is not None)
+        own_args = context.engine_args[MEMORY_FLAG]
         engine = VllmStepScorer(path, own_args)
         try:
             engine.start()

@@ -7,14 +7,15 @@ from __future__ import annotations
 import argparse
 import logging
 from dataclasses import dataclass
-from typing import Any
 
-from geval_server.engine.defaults import REWARD_MODEL_MEMORY_FRACTION, split_here
+from geval_server.engine.defaults import REWARD_MODEL_MEMORY_FRACTION
 from geval_server.scorers.kind import ScorerKind, Served, StartContext
 from geval_server.scorers.reward_model.groups import RewardModelComparer
 from geval_server.scorers.reward_model.scorer import KIND, NAME, Calibration, RewardModelScorer
 
 log = logging.getLogger(__name__)
+
+MEMORY_FLAG = "--reward-model-memory-fraction"
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class RewardModelKind(ScorerKind):
                                  "completions with `geval-reward fit-reward-model`")
         reward.add_argument("--reward-model-scale", type=float, default=RewardModelConfig.scale,
                             help="see --reward-model-center")
-        reward.add_argument("--reward-model-memory-fraction", type=float, default=RewardModelConfig.memory_fraction,
+        reward.add_argument(MEMORY_FLAG, type=float, default=RewardModelConfig.memory_fraction,
                             help="on a GPU, the reward model's share of the memory the judge would have had "
                                  "(--gpu-memory-utilization); the judge keeps the rest. On CPU the reward model gets "
                                  "a 1 GiB KV cache beside the judge's")
@@ -57,14 +58,13 @@ class RewardModelKind(ScorerKind):
         if args.reward_model_scale <= 0:
             parser.error(f"--reward-model-scale: must be positive, got {args.reward_model_scale}")
         if not 0 < args.reward_model_memory_fraction < 1:
-            parser.error(f"--reward-model-memory-fraction: must be between 0 and 1, got "
+            parser.error(f"{MEMORY_FLAG}: must be between 0 and 1, got "
                          f"{args.reward_model_memory_fraction}")
         return RewardModelConfig(args.reward_model, args.reward_model_head, args.reward_model_center,
                                  args.reward_model_scale, args.reward_model_memory_fraction)
 
-    def judge_engine_args(self, settings: RewardModelConfig, engine_args: dict[str, Any], judge: bool
-                          ) -> dict[str, Any]:
-        return split_here(engine_args, settings.memory_fraction, judge)[0]
+    def engine_share(self, settings: RewardModelConfig) -> tuple[str, float]:
+        return MEMORY_FLAG, settings.memory_fraction
 
     async def start(self, settings: RewardModelConfig, context: StartContext) -> Served:
         """Checks the checkpoint, starts the classifier's engine and serves `reward-model` after a
@@ -82,7 +82,7 @@ class RewardModelKind(ScorerKind):
             checkpoint = read_checkpoint(settings.path, settings.head, trust)
         except RewardModelError as error:
             raise SystemExit(f"geval-reward: {error}") from error
-        _, own_args = split_here(config.engine_args, settings.memory_fraction, context.judge is not None)
+        own_args = context.engine_args[MEMORY_FLAG]
         classifier = context.make_classifier(checkpoint.path, own_args)
         path = checkpoint.path
         try:

@@ -86,6 +86,9 @@ class GEvalJudgeConfig(JudgeConfig):
     gets gate_reward and the judge does not read it; None: $GEVAL_REWARD_GATE, else none."""
     gate_reward: float | None = Field(None, ge=0, le=1)
     """What a trace that fails the gate gets; None: $GEVAL_REWARD_GATE_REWARD, else 0.0."""
+    steps: dict[Literal["delimiter", "reduction"], str] | None = None
+    """How process rewards split and reduce ({"delimiter": ..., "reduction": ...}); a key left
+    out: $GEVAL_REWARD_STEP_DELIMITER, $GEVAL_REWARD_STEP_REDUCTION, else the server's."""
     view: JudgeView = "last_reply"
     """What of the rollout the judge reads as the completion: its last reply, or the
     whole transcript ("full_trace")."""
@@ -121,7 +124,7 @@ class GEvalJudge(Judge[float, GEvalJudgeConfig]):
         scorer = SampleScorer.configure(
             server=c.server, rubrics=c.rubrics, on_error=c.on_error, timeout=c.timeout, mode=c.mode,
             token=read_token(c.token_file) if c.token_file else None, wait_for_server_s=c.wait_for_server_s,
-            gate=c.gate, gate_reward=c.gate_reward,
+            gate=c.gate, gate_reward=c.gate_reward, steps=c.steps,
         )
         self.scorer = dataclasses.replace(scorer, rubrics=_hashable(scorer.rubrics))
         self.weights = {choice.name: choice.weight if choice.HasField("weight") else 1.0

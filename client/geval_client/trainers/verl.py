@@ -32,7 +32,8 @@ extra_info[rubric_column] ("rubrics" by default: veRL hands a reward each row's 
 in extra_info, not as columns) is the sample's own rubric, a rubric dict or a served
 name (or several, weighted: shared/row_rubrics.py), replacing the rubrics for that sample.
 Options (server, rubrics, on_error, prompt_key, rubric_column, timeout, mode: "logprobs",
-"sampling:N" or "reasoning:MAX_TOKENS", rubric_keys) come as keyword arguments, from
+"sampling:N" or "reasoning:MAX_TOKENS", rubric_keys, gate, gate_reward, steps: a process
+reward's {"delimiter": ..., "reduction": ...}) come as keyword arguments, from
 `reward_kwargs` in veRL's config, else from the environment (shared/sample_rewards.py); the
 reward loop's own reward_router_address and reward_model_tokenizer are ignored, any
 other name is an error.
@@ -95,18 +96,19 @@ def _options(
     wait_for_server_s: float | None = None,
     gate: str | None = None,
     gate_reward: float | None = None,
+    steps: Mapping[str, str] | None = None,
     **framework_kwargs: Any,
 ) -> _Options:
     unknown = set(framework_kwargs) - VERL_KWARGS
     if unknown:
         raise TypeError(
             f"geval_client.verl: unknown option(s) {sorted(unknown)} (from reward_kwargs?); options are server, "
-            "rubrics, on_error, prompt_key, rubric_column, timeout, mode, rubric_keys, gate, gate_reward (and "
+            "rubrics, on_error, prompt_key, rubric_column, timeout, mode, rubric_keys, gate, gate_reward, steps (and "
             "schedule, aggregation "
             "for compute_score_batch_groupwise)"
         )
     scorer = SampleScorer.configure(server, rubrics, on_error, timeout, mode=mode, wait_for_server_s=wait_for_server_s,
-                                    gate=gate, gate_reward=gate_reward)
+                                    gate=gate, gate_reward=gate_reward, steps=steps)
     return _Options(scorer, prompt_key, rubric_column, _rubric_names(scorer.rubrics) if rubric_keys else ())
 
 

@@ -97,10 +97,18 @@ def test_the_steps_come_from_the_environment_key_by_key(judge, monkeypatch):
     monkeypatch.setenv("GEVAL_REWARD_STEP_REDUCTION", "last")
     monkeypatch.setenv("GEVAL_REWARD_STEP_DELIMITER", "##")
     scorer = SampleScorer.configure(judge.address, "process-reward-model", steps={"delimiter": "|"})
-    assert scorer.steps == {"delimiter": "|", "reduction": "last"}
+    assert dict(scorer.steps) == {"delimiter": "|", "reduction": "last"}
     reward = openrlhf.make_reward_func(judge.address, "process-reward-model")(["P:One.##Two."], ["P:"], ["R"])
     assert _last_steps(judge) == {"set": True, "delimiter": "##", "reduction": "last"}
     assert reward["rewards"] == pytest.approx([0.7])
+
+
+def test_a_scorer_with_steps_pickles_and_hashes():
+    """verifiers keeps a coalescer per Scorer; veRL and Ray ship it to other processes."""
+    import pickle
+
+    scorer = SampleScorer.configure("127.0.0.1:1", steps={"reduction": "mean", "delimiter": "##"})
+    assert hash(scorer) == hash(pickle.loads(pickle.dumps(scorer)))
 
 
 def test_no_steps_option_sends_none_and_the_server_defaults_hold(judge):
@@ -127,7 +135,7 @@ def test_the_bridge_takes_steps_on_its_command_line(monkeypatch):
     monkeypatch.setattr(openrlhf_bridge, "serve", _stop)
     with pytest.raises(Configured) as configured:
         openrlhf_bridge.main(["--server", "127.0.0.1:1", "--step-delimiter", "##", "--step-reduction", "product"])
-    assert configured.value.args[0].scorer.steps == {"delimiter": "##", "reduction": "product"}
+    assert dict(configured.value.args[0].scorer.steps) == {"delimiter": "##", "reduction": "product"}
 
 
 def test_a_misspelt_steps_key_fails_when_configured():

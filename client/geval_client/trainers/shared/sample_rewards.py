@@ -94,7 +94,7 @@ class SampleScorer(Scorer):
         if self.steps is not None:
             raise ValueError(
                 f"groupwise judging scores a process reward's steps as the server splits and reduces them by "
-                f"default; steps {dict(self.steps)!r} apply to pointwise scoring only: leave steps (and "
+                f"default; steps {self._steps!r} apply to pointwise scoring only: leave steps (and "
                 f"{STEP_DELIMITER_ENV}, {STEP_REDUCTION_ENV}) unset"
             )
 

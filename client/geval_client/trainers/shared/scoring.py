@@ -96,7 +96,9 @@ class Scorer:
     caused its own failure (failures.py); None leaves it out. mode: how G-Eval rubrics read the
     score slot. gate: a rule checked first ("math-equal", or a rule dict): a completion that fails
     it gets gate_reward (None: the server's 0.0) and the judge does not read it. steps: how process
-    rewards split and reduce, {"delimiter": ..., "reduction": ...} (None: the server's defaults)."""
+    rewards split and reduce, {"delimiter": ..., "reduction": ...} (None: the server's defaults),
+    kept as sorted (key, value) pairs so that a Scorer hashes (verifiers keeps a coalescer per
+    Scorer)."""
 
     server: Targets
     rubrics: Rubrics = None
@@ -108,16 +110,22 @@ class Scorer:
     token: str | None = None
     gate: Rubric | None = None
     gate_reward: float | None = None
-    steps: Mapping[str, str] | None = None
+    steps: Mapping[str, str] | tuple[tuple[str, str], ...] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.server, str):  # a list of addresses, hashable as the clients' key
             object.__setattr__(self, "server", tuple(self.server))
+        if self.steps is not None:
+            object.__setattr__(self, "steps", tuple(sorted(dict(self.steps).items())))
 
     @property
     def label(self) -> str:
         """The server as errors name it; reading it checks the address and the TLS files."""
         return channel_spec(self.server, self.tls, self.retry).label
+
+    @property
+    def _steps(self) -> dict[str, str] | None:
+        return None if self.steps is None else dict(self.steps)
 
     @property
     def _connection(self) -> tuple:
@@ -158,11 +166,11 @@ class Scorer:
             await client.close()
 
     def score(self, items: Sequence[Item]) -> list[ItemResult]:
-        return self.client().score(items, self.rubrics, self.mode, self.gate, self.gate_reward, self.steps)
+        return self.client().score(items, self.rubrics, self.mode, self.gate, self.gate_reward, self._steps)
 
     async def score_async(self, items: Sequence[Item]) -> list[ItemResult]:
         return await self.async_client().score(items, self.rubrics, self.mode, self.gate, self.gate_reward,
-                                               self.steps)
+                                               self._steps)
 
     def score_groups(
         self, samples: Sequence[Sample], groups: Sequence[Sequence[int]], groupwise: Groupwise

@@ -172,14 +172,20 @@ def apply_gate(request: reward_pb2.ScoreRequest | reward_pb2.ScoreGroupsRequest,
         request.gate_reward = gate_reward
 
 
+def check_steps(steps: Mapping[str, str]) -> None:
+    """Refuses a steps option with a key the server does not read, so that a trainer's
+    misspelt option fails when configured, not on its first batch."""
+    unknown = set(steps) - {"delimiter", "reduction"}
+    if unknown:
+        raise ValueError(f"steps: unknown keys {sorted(unknown)}; known: delimiter, reduction")
+
+
 def apply_steps(request: reward_pb2.ScoreRequest, steps: Mapping[str, str] | None) -> None:
     """steps: how process rewards split and reduce, {"delimiter": "...", "reduction": "min"}
     (either key; unset: blank lines and the scorer's own reduction)."""
     if steps is None:
         return
-    unknown = set(steps) - {"delimiter", "reduction"}
-    if unknown:
-        raise ValueError(f"steps: unknown keys {sorted(unknown)}; known: delimiter, reduction")
+    check_steps(steps)
     request.steps.SetInParent()
     if steps.get("delimiter") is not None:
         request.steps.delimiter = steps["delimiter"]

@@ -3,6 +3,7 @@
 Imports are absolute so that veRL can load this file by its path as well as by its name."""
 
 from geval_client.trainers.verl import (
+    StepRewardManager,
     compute_score,
     compute_score_async,
     compute_score_batch,
@@ -12,6 +13,7 @@ from geval_client.trainers.verl import (
 )
 
 __all__ = [
+    "StepRewardManager",
     "compute_score",
     "compute_score_async",
     "compute_score_batch",

@@ -13,6 +13,7 @@ import pytest
 from tests.frameworks.conftest import installed, run_with
 from tests.unit.fakes import serve_in_process
 from tests.unit.test_framework_adapters import ScriptedJudge
+from tests.unit.test_step_rewards_in_trainers import StepJudge
 
 VERSION = "0.4.0"
 # What `import verifiers.v1` needs beyond the test environment, each pinned as verifiers 0.4.0 takes it.
@@ -122,6 +123,9 @@ async def main():
     [out["full trace"]] = await scored({"view": "full_trace", "answer_field": ""}, (None, "Eleven char"))
     out["together"] = await scored({}, ("R", "Four"), ("MISSING", "Five!"), ("R", ""), ("R", "Seven!!"))
     [out["no such field"]] = await scored({"answer_field": "gold"}, ("R", "Ten chars!"))
+    [out["process reward"]] = await scored(
+        {"server": os.environ["STEP_JUDGE"], "rubrics": "process-reward-model", "steps": {"delimiter": "##"}},
+        ("R", "One.##Two.##Three."))
     [out["server down"]] = await scored({"server": "127.0.0.1:1", "wait_for_server_s": 0}, ("R", "Ten chars!"))
     try:
         TaskConfig.model_validate({"judges": [{"id": "geval-reward", "mode": "fast"}]})
@@ -141,10 +145,16 @@ def judge():
 
 
 @pytest.fixture(scope="module")
-def outcomes(judge) -> dict:
+def step_judge():
+    yield from serve_in_process(StepJudge())
+
+
+@pytest.fixture(scope="module")
+def outcomes(judge, step_judge) -> dict:
     """Every case through verifiers, in one interpreter (importing verifiers takes seconds)."""
     paths = [installed("verifiers", VERSION)] + [installed(name, v) for name, v in VERIFIERS_IMPORTS]
-    *_, scored, replayed = run_with(paths, SCRIPT, timeout=300, env={"JUDGE": judge.address}).strip().splitlines()
+    env = {"JUDGE": judge.address, "STEP_JUDGE": step_judge.address}
+    *_, scored, replayed = run_with(paths, SCRIPT, timeout=300, env=env).strip().splitlines()
     return {**json.loads(scored), "replay": json.loads(replayed)}
 
 
@@ -202,6 +212,17 @@ def test_traces_scored_together_go_as_one_call_each_with_its_own_outcome(judge, 
     # No reference where the rubric needs one: the trace errors, its reward left unscored.
     assert (together[1]["error"], together[1]["cause"]) == ("TaskError", "ItemNotScored")
     assert "reference: is required" in together[1]["message"] and together[1]["rewards"] == {"geval-reward": None}
+
+
+def test_a_process_reward_records_its_steps_as_metrics(outcomes, step_judge):
+    """StepJudge: steps scored 0.9, 0.7, 0.5, reduced by min."""
+    stepped = outcomes["process reward"]
+    assert stepped["rewards"] == {"geval-reward": pytest.approx(0.5)}
+    assert step_judge.requests[-1].steps.delimiter == "##"
+    metrics = {k: v for k, v in stepped["metrics"].items() if "step" in k}
+    assert metrics == {"geval-reward/steps": 3.0, "geval-reward/step_score_min": pytest.approx(0.5),
+                       "geval-reward/step_score_mean": pytest.approx(0.7), "geval-reward/step_score/1": 0.9,
+                       "geval-reward/step_score/2": 0.7, "geval-reward/step_score/3": 0.5}
 
 
 def test_a_server_that_is_down_errors_the_trace(outcomes):

@@ -24,7 +24,8 @@ CLIENT = ROOT / "client" / "geval_client"
 ENTRY_POINTS = {
     "geval_client.trl": ("AsyncGEvalReward", "AsyncGroupwiseReward", "GEvalReward", "GroupwiseReward"),
     "geval_client.verl": ("compute_score", "compute_score_async", "compute_score_batch",
-                          "compute_score_batch_groupwise", "compute_score_prime", "compute_score_rate_limited"),
+                          "compute_score_batch_groupwise", "compute_score_prime", "compute_score_rate_limited",
+                          "StepRewardManager"),
     "geval_client.openrlhf": ("make_reward_func", "reward_func"),
     "geval_client.openrlhf_bridge": ("main",),
     "geval_client.trainer_text": ("completion_text", "judge_prompt", "message_text"),

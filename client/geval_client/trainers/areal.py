@@ -82,6 +82,7 @@ def make_reward_fn(
     rubric_column: str = RUBRIC_COLUMN,
     gate: str | None = None,
     gate_reward: float | None = None,
+    steps: Mapping[str, str] | None = None,
 ) -> AReaLReward:
     """A reward_fn for RLVRWorkflow (or any workflow that wraps it in AsyncRewardWrapper).
 
@@ -98,6 +99,8 @@ def make_reward_fn(
         rubric_column: the row's field holding its own rubric.
         gate: a rule checked first ("math-equal"); a completion that fails it gets gate_reward
             (default 0.0) and the judge does not read it. None: $GEVAL_REWARD_GATE, else none.
+        steps: how process rewards split and reduce, {"delimiter": ..., "reduction": ...}; a key
+            left out: $GEVAL_REWARD_STEP_DELIMITER, $GEVAL_REWARD_STEP_REDUCTION, else the server's.
 
     Example:
         workflow = RLVRWorkflow(reward_fn=make_reward_fn("judge:50051", "summeval-coherence"), ...)
@@ -105,7 +108,7 @@ def make_reward_fn(
                                       messages=[{"role": "user", "content": "Summarize: ..."}])  # -> 0.71
     """
     scorer = SampleScorer.configure(server, rubrics, on_error, timeout, mode=mode, wait_for_server_s=0, gate=gate,
-                                    gate_reward=gate_reward)
+                                    gate_reward=gate_reward, steps=steps)
     return AReaLReward(scorer, prompt_key, reference_key, rubric_column)
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from ..defaults import DEFAULT_TIMEOUT_S
@@ -67,6 +68,7 @@ async def score_group(
     swallow_exceptions: bool = False,
     gate: str | None = None,
     gate_reward: float | None = None,
+    steps: Mapping[str, str] | None = None,
 ) -> Any:
     """A new art.TrajectoryGroup with G-Eval rewards, as ruler_score_group returns one.
 
@@ -87,6 +89,8 @@ async def score_group(
         swallow_exceptions: a scoring failure returns None (the group left out) instead of raising.
         gate: a rule checked first ("math-equal", on metadata's reference): a trajectory that fails it
             gets gate_reward (default 0.0) and the judge does not read it. None: $GEVAL_REWARD_GATE.
+        steps: how process rewards split and reduce, {"delimiter": ..., "reduction": ...}; a key
+            left out: $GEVAL_REWARD_STEP_DELIMITER, $GEVAL_REWARD_STEP_REDUCTION, else the server's.
 
     Returns:
         The new group, or None when swallow_exceptions is set and scoring failed.
@@ -99,7 +103,7 @@ async def score_group(
         raise ValueError("schedule and aggregation choose how groups are judged: they need groupwise=True")
     judged_as = Groupwise(schedule, aggregation) if groupwise else None
     scorer = SampleScorer.configure(server, rubrics, on_error, timeout, mode=mode, wait_for_server_s=wait_for_server_s,
-                                    gate=gate, gate_reward=gate_reward)
+                                    gate=gate, gate_reward=gate_reward, steps=steps)
     if judged_as is not None:
         scorer.check_groupwise()
     samples = [trajectory_sample(trajectory, reference_key) for trajectory in group.trajectories]

@@ -257,6 +257,7 @@ def make_reward_func(
     n_samples_per_prompt: int | None = None,
     gate: str | None = None,
     gate_reward: float | None = None,
+    steps: Mapping[str, str] | None = None,
 ) -> Callable[..., Any]:
     """A `reward_func` for a --reward.remote_url file.
 
@@ -282,6 +283,9 @@ def make_reward_func(
         gate: a rule checked first ("math-equal", against the label's reference): a sample that
             fails it gets gate_reward (default 0.0) and the judge does not read it. None:
             $GEVAL_REWARD_GATE, else none.
+        steps: how process rewards split and reduce, {"delimiter": ..., "reduction": ...};
+            a key left out: $GEVAL_REWARD_STEP_DELIMITER, $GEVAL_REWARD_STEP_REDUCTION, else the
+            server's default. OpenRLHF takes one reward per sample: the reduced one.
 
     Returns:
         reward_func(queries, prompts, labels) -> {"rewards", "scores", "extra_logs"} (openrlhf_reply),
@@ -296,7 +300,7 @@ def make_reward_func(
     reward = OpenRLHFReward.configure(
         rubric_column, groupwise, schedule, aggregation, n_samples_per_prompt,
         server=server, rubrics=rubrics, on_error=on_error, timeout=timeout, mode=mode, gate=gate,
-        gate_reward=gate_reward,
+        gate_reward=gate_reward, steps=steps,
     )
 
     def reward_func(queries, prompts, labels=None, **kwargs) -> Any:

@@ -175,6 +175,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--gate", help="a served rule checked first (math-equal): a sample that fails it gets "
                         "--gate-reward and the judge does not read it")
     parser.add_argument("--gate-reward", type=float, help="what a sample that fails --gate gets (default 0.0)")
+    parser.add_argument("--step-delimiter", help="process rewards: split each completion into steps on this text "
+                        "(default: the server's, blank lines)")
+    parser.add_argument("--step-reduction", help="process rewards: min, mean, last or product (default: the "
+                        "server's)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=5000)
     args = parser.parse_args(argv)
@@ -186,6 +190,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             server=args.server, rubrics=rubrics_from_text(",".join(args.rubric)) or None, on_error=on_error,
             timeout=args.timeout, token=read_token(args.auth_token_file), mode=args.mode,
             wait_for_server_s=args.wait_for_server, gate=args.gate, gate_reward=args.gate_reward,
+            steps={"delimiter": args.step_delimiter, "reduction": args.step_reduction},
         )
     except (ValueError, OSError) as error:
         parser.error(str(error))

@@ -44,7 +44,8 @@ from .shared.trainer_text import judge_prompt
 
 ENV_ID = "geval"
 ENTRY_POINT = f"{__name__}:GEvalEnv"
-SCORER_OPTIONS = ("server", "rubrics", "on_error", "timeout", "mode", "wait_for_server_s", "gate", "gate_reward")
+SCORER_OPTIONS = ("server", "rubrics", "on_error", "timeout", "mode", "wait_for_server_s", "gate", "gate_reward",
+                  "steps")
 OPTIONS = (*SCORER_OPTIONS, "token_file", "per_turn", "follow_up")
 
 

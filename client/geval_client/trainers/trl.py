@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
 from ..defaults import DEFAULT_TARGET, DEFAULT_TIMEOUT_S
-from ..requests import Rubric, Rubrics
+from ..requests import Rubric, Rubrics, check_steps
 from ..retry import RetryPolicy
 from ..transport import Targets, TLSOptions
 from ..types import GroupResult, ItemResult, Logprobs, ScoringMode
@@ -116,6 +116,9 @@ class _Pointwise(_Reward):
             derived from the rubrics (shared/reward_names.py).
         gate: a rule checked first, e.g. "math-equal" against reference_column's answer: a
             completion that fails it gets gate_reward (default 0.0) and the judge does not read it.
+        steps: how process rewards (process-reward-model, step-correctness) split and reduce,
+            {"delimiter": ..., "reduction": ...}; None: the server's defaults (blank lines, its
+            reduction). TRL trains on the reduced reward and logs the step scores.
     """
 
     def __init__(
@@ -136,17 +139,21 @@ class _Pointwise(_Reward):
         token: str | None = None,
         gate: Rubric | None = None,
         gate_reward: float | None = None,
+        steps: Mapping[str, str] | None = None,
     ) -> None:
+        if steps is not None:
+            check_steps(steps)
         self.rubrics, self.on_error, self.mode = rubrics, on_error, mode
         self.reference_column, self.source_column, self.rubric_column = reference_column, source_column, rubric_column
         self.score_references = score_references
-        scorer = Scorer(server, rubrics, parse_on_error(on_error), mode, timeout, retry, tls, token, gate, gate_reward)
+        scorer = Scorer(server, rubrics, parse_on_error(on_error), mode, timeout, retry, tls, token, gate, gate_reward,
+                        steps)
         super().__init__(scorer, name if name is not None else reward_name(rubrics, rubric_column))
 
     def _scoring(self) -> tuple:
         return (self._target, rubrics_key(self.rubrics), self.rubric_column, self._scorer.on_error,
                 self.reference_column, self.source_column, self.mode, repr(self._scorer.gate),
-                self._scorer.gate_reward)
+                self._scorer.gate_reward, repr(self._scorer.steps))
 
     def _request(self, prompts, completions, completion_ids, columns) -> RewardBatch:
         return build_batch(

@@ -14,8 +14,9 @@ give a mapping, `<name>/<rubric>` -> that rubric's share of the reward (its rewa
 weight over the weights' sum), which verifiers records as rewards that add up to the
 weighted mean the server gives. What the judge measured beside the reward is recorded as
 metrics: each rubric's own reward under the same `<name>/<rubric>` (several rubrics), and
-`<name>/label_mass`, `failed`, `score_claims_removed`, `bound_lowered`, `bound_gap`
-(shared/diagnostics.py).
+`<name>/label_mass`, `failed`, `score_claims_removed`, `bound_lowered`, `bound_gap`, and with a
+process reward among the rubrics `<name>/steps`, `step_score_min`, `step_score_mean` and
+`step_score/<k>` (shared/diagnostics.py). `steps` sets how the server splits and reduces them.
 
 A judge failure raises, as verifiers' own judges do, so that it errors the rollout rather
 than scoring the policy 0: the server unreachable (RewardServerError, once
@@ -50,7 +51,7 @@ from ..requests import rubric_selection
 from ..transport import read_token
 from ..types import mode_from_text
 from .shared.coalescer import Coalescer, coalescer_for
-from .shared.diagnostics import sample_logs
+from .shared.diagnostics import sample_logs, sample_step_logs
 from .shared.failures import MIN, parse_on_error
 from .shared.sample_rewards import SampleScorer, reference_text
 from .shared.scoring import Sample, SampleReward, items_of
@@ -86,6 +87,9 @@ class GEvalJudgeConfig(JudgeConfig):
     gets gate_reward and the judge does not read it; None: $GEVAL_REWARD_GATE, else none."""
     gate_reward: float | None = Field(None, ge=0, le=1)
     """What a trace that fails the gate gets; None: $GEVAL_REWARD_GATE_REWARD, else 0.0."""
+    steps: dict[Literal["delimiter", "reduction"], str] | None = None
+    """How process rewards split and reduce ({"delimiter": ..., "reduction": ...}); a key left
+    out: $GEVAL_REWARD_STEP_DELIMITER, $GEVAL_REWARD_STEP_REDUCTION, else the server's."""
     view: JudgeView = "last_reply"
     """What of the rollout the judge reads as the completion: its last reply, or the
     whole transcript ("full_trace")."""
@@ -121,7 +125,7 @@ class GEvalJudge(Judge[float, GEvalJudgeConfig]):
         scorer = SampleScorer.configure(
             server=c.server, rubrics=c.rubrics, on_error=c.on_error, timeout=c.timeout, mode=c.mode,
             token=read_token(c.token_file) if c.token_file else None, wait_for_server_s=c.wait_for_server_s,
-            gate=c.gate, gate_reward=c.gate_reward,
+            gate=c.gate, gate_reward=c.gate_reward, steps=c.steps,
         )
         self.scorer = dataclasses.replace(scorer, rubrics=_hashable(scorer.rubrics))
         self.weights = {choice.name: choice.weight if choice.HasField("weight") else 1.0
@@ -136,7 +140,8 @@ class GEvalJudge(Judge[float, GEvalJudgeConfig]):
         reward = await self._coalescer()(sample)
         if reward.unscored is not None:
             raise ItemNotScored(f"{self.reward_name}: {reward.unscored}")
-        trace.record_metrics({f"{self.reward_name}/{key}": value for key, value in sample_logs(reward).items()})
+        logs = {**sample_logs(reward), **sample_step_logs(reward)}
+        trace.record_metrics({f"{self.reward_name}/{key}": value for key, value in logs.items()})
         if len(self.weights) < 2:
             return reward.reward
         total = math.fsum(self.weights.values())

@@ -32,10 +32,19 @@ extra_info[rubric_column] ("rubrics" by default: veRL hands a reward each row's 
 in extra_info, not as columns) is the sample's own rubric, a rubric dict or a served
 name (or several, weighted: shared/row_rubrics.py), replacing the rubrics for that sample.
 Options (server, rubrics, on_error, prompt_key, rubric_column, timeout, mode: "logprobs",
-"sampling:N" or "reasoning:MAX_TOKENS", rubric_keys) come as keyword arguments, from
+"sampling:N" or "reasoning:MAX_TOKENS", rubric_keys, gate, gate_reward, steps: a process
+reward's {"delimiter": ..., "reduction": ...}) come as keyword arguments, from
 `reward_kwargs` in veRL's config, else from the environment (shared/sample_rewards.py); the
 reward loop's own reward_router_address and reward_model_tokenizer are ignored, any
 other name is an error.
+
+StepRewardManager is a reward manager, not a form: veRL's legacy managers put a form's number
+on a response's last token, and it puts a process reward's step scores on their steps' last
+tokens instead (shared/step_tokens.py). veRL 0.7.0 loads it with
+`reward_model.use_reward_loop=False reward_manager.source=importlib
+reward_manager.name=StepRewardManager reward_manager.module.path=pkg://geval_client.verl`, its
+options from `reward_model.reward_kwargs`; from the reward loop on (0.9.1) a manager's reward
+is one number per sample (docs/trainers/verl.md).
 
 The dict forms return the same keys for every sample, as veRL gathers them into
 per-sample columns from the first sample's keys: {"score", "label_mass", "failed",
@@ -49,7 +58,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
@@ -64,6 +73,7 @@ from .shared.groups import group_key, groups_by_key, nobody_to_compare
 from .shared.row_rubrics import row_rubrics
 from .shared.sample_rewards import SampleScorer, reference_text
 from .shared.scoring import Groupwise, Sample, SampleReward
+from .shared.step_tokens import token_rewards
 
 log = logging.getLogger(__name__)
 
@@ -95,18 +105,19 @@ def _options(
     wait_for_server_s: float | None = None,
     gate: str | None = None,
     gate_reward: float | None = None,
+    steps: Mapping[str, str] | None = None,
     **framework_kwargs: Any,
 ) -> _Options:
     unknown = set(framework_kwargs) - VERL_KWARGS
     if unknown:
         raise TypeError(
             f"geval_client.verl: unknown option(s) {sorted(unknown)} (from reward_kwargs?); options are server, "
-            "rubrics, on_error, prompt_key, rubric_column, timeout, mode, rubric_keys, gate, gate_reward (and "
+            "rubrics, on_error, prompt_key, rubric_column, timeout, mode, rubric_keys, gate, gate_reward, steps (and "
             "schedule, aggregation "
             "for compute_score_batch_groupwise)"
         )
     scorer = SampleScorer.configure(server, rubrics, on_error, timeout, mode=mode, wait_for_server_s=wait_for_server_s,
-                                    gate=gate, gate_reward=gate_reward)
+                                    gate=gate, gate_reward=gate_reward, steps=steps)
     return _Options(scorer, prompt_key, rubric_column, _rubric_names(scorer.rubrics) if rubric_keys else ())
 
 
@@ -306,3 +317,46 @@ def _reply(reward: SampleReward, opts: _Options) -> dict[str, float]:
         reply[f"score/{name}"] = reward.reward if reward.failed or not reward.rubric_rewards else \
             reward.rubric_rewards[name]
     return reply
+
+
+class StepRewardManager:
+    """A legacy veRL reward manager (the `AbstractRewardManager` call, without importing veRL)
+    that places a process reward on tokens: each step's score on the last token of its step,
+    one Score call per batch. A sample with no process reward among its rubrics, a failed one
+    (on_error) and a gated one get their reward on their last token, as the naive manager
+    places it. options: compute_score's (server, rubrics, steps, ...); compute_score itself,
+    which veRL passes (its default scorer unless a custom function is set), is not called.
+
+    Each sample's reward_extra_info holds compute_score's keys ("score": the reduced reward)
+    and "steps", its number of steps (0 without a process reward)."""
+
+    def __init__(self, tokenizer: Any, num_examine: int = 0, compute_score: Any = None,
+                 reward_fn_key: str = "data_source", **options: Any) -> None:
+        self.tokenizer = tokenizer
+        self.options = _options(**options)
+
+    def __call__(self, data: Any, return_dict: bool = False) -> Any:
+        import torch  # veRL's dependency, not the client's
+
+        responses = data.batch["responses"]
+        prompt_length = data.batch["prompts"].shape[-1]
+        lengths = data.batch["attention_mask"][:, prompt_length:].sum(dim=-1).tolist()
+        ids = [responses[i][: lengths[i]].tolist() for i in range(len(data))]
+        texts = [self.tokenizer.decode(row, skip_special_tokens=True) for row in ids]
+        extra_infos = data.non_tensor_batch.get("extra_info", [None] * len(data))
+        truths = [row.get("ground_truth") for row in data.non_tensor_batch["reward_model"]]
+        rewards = self.options.scorer.rewards(_batch_samples(texts, truths, extra_infos, self.options))
+
+        reward_tensor = torch.zeros_like(responses, dtype=torch.float32)
+        extra: dict[str, list[float]] = {}
+        for i, (reward, text) in enumerate(zip(rewards, texts)):
+            for token, value in token_rewards(reward, text, _prefixes(self.tokenizer, ids[i]), lengths[i]).items():
+                reward_tensor[i, token] = value
+            for key, value in {**_reply(reward, self.options), "steps": len(reward.step_scores)}.items():
+                extra.setdefault(key, []).append(value)
+        return {"reward_tensor": reward_tensor, "reward_extra_info": extra} if return_dict else reward_tensor
+
+
+def _prefixes(tokenizer: Any, row: list[int]) -> Callable[[int], str]:
+    """prefix(k): the response's first k tokens, decoded as StepRewardManager decodes it whole."""
+    return lambda k: tokenizer.decode(row[:k], skip_special_tokens=True)

@@ -125,6 +125,19 @@ def sample_logs(reward: SampleReward) -> dict[str, float]:
     return dict(zip(SAMPLE_LOG_KEYS, values))
 
 
+def sample_step_logs(reward: SampleReward) -> dict[str, float]:
+    """One sample's process reward as metrics (verifiers' per-trace metrics): "steps", its number
+    of steps; "step_score_min" and "step_score_mean"; "step_score/<k>", step k's score (from 1, up
+    to STEP_POSITIONS). {} without one, or when not scored. A trainer that averages each metric
+    over the samples that report it then shows TRL's step_score/<rubric>/<k>."""
+    scores = reward.step_scores
+    if reward.failed or not scores:
+        return {}
+    logs = {"steps": float(len(scores)), "step_score_min": min(scores), "step_score_mean": float(np.mean(scores))}
+    logs.update({f"step_score/{k + 1}": score for k, score in enumerate(scores[:STEP_POSITIONS])})
+    return logs
+
+
 def completion_columns(batch: RewardBatch, results: Sequence[ItemResult]) -> dict[str, list]:
     """One value per completion for each column; None where it does not apply."""
     mine = results[: batch.completions]

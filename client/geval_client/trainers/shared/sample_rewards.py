@@ -11,7 +11,9 @@ A SampleScorer is a Scorer (scoring.py): it pickles (veRL ships reward functions
 to Ray workers, OpenRLHF to its vLLM engine actors) and connects on first use.
 Unset options come from the environment: GEVAL_REWARD_SERVER, GEVAL_REWARD_RUBRICS
 ("a,b" or "a:1,b:2"), GEVAL_REWARD_ON_ERROR, GEVAL_REWARD_MODE ("logprobs",
-"sampling:N" or "reasoning:MAX_TOKENS") and GEVAL_REWARD_AUTH_TOKEN.
+"sampling:N" or "reasoning:MAX_TOKENS"), GEVAL_REWARD_AUTH_TOKEN, GEVAL_REWARD_GATE and
+GEVAL_REWARD_GATE_REWARD, and for process rewards GEVAL_REWARD_STEP_DELIMITER and
+GEVAL_REWARD_STEP_REDUCTION.
 
 groupwise_rewards (and groupwise_rewards_async) is the groupwise form (ScoreGroups): the
 same contract, one reward per sample, each judged against the other samples of its group.
@@ -20,12 +22,12 @@ same contract, one reward per sample, each judged against the other samples of i
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...defaults import DEFAULT_TARGET, DEFAULT_TIMEOUT_S
 from ...errors import ItemNotScored
-from ...requests import Rubrics
+from ...requests import Rubrics, check_steps
 from ...retry import RetryPolicy
 from ...transport import read_token
 from ...types import Logprobs, ScoringMode, mode_from_text
@@ -35,6 +37,7 @@ from .scoring import Groupwise, Sample, SampleReward, Scorer, items_of
 SERVER_ENV, RUBRICS_ENV, ON_ERROR_ENV = "GEVAL_REWARD_SERVER", "GEVAL_REWARD_RUBRICS", "GEVAL_REWARD_ON_ERROR"
 MODE_ENV = "GEVAL_REWARD_MODE"
 GATE_ENV, GATE_REWARD_ENV = "GEVAL_REWARD_GATE", "GEVAL_REWARD_GATE_REWARD"
+STEP_DELIMITER_ENV, STEP_REDUCTION_ENV = "GEVAL_REWARD_STEP_DELIMITER", "GEVAL_REWARD_STEP_REDUCTION"
 
 
 class SampleScorer(Scorer):
@@ -53,13 +56,16 @@ class SampleScorer(Scorer):
         wait_for_server_s: float | None = None,
         gate: str | None = None,
         gate_reward: float | None = None,
+        steps: Mapping[str, str] | None = None,
     ) -> SampleScorer:
         """Each option left None is read from its environment variable, then defaulted.
         wait_for_server_s: how long to keep calling a server that is down or shedding load
         (None: RetryPolicy's default); the OpenRLHF bridge sets it so that a whole answer
         comes before OpenRLHF's HTTP timeout. gate: a served rule's name checked first
         ($GEVAL_REWARD_GATE): a completion that fails it gets gate_reward
-        ($GEVAL_REWARD_GATE_REWARD, else 0.0) and the judge does not read it."""
+        ($GEVAL_REWARD_GATE_REWARD, else 0.0) and the judge does not read it. steps: how process
+        rewards split and reduce ({"delimiter": ..., "reduction": ...}); a key left out comes from
+        $GEVAL_REWARD_STEP_DELIMITER or $GEVAL_REWARD_STEP_REDUCTION, else the server's default."""
         if on_error is None:
             on_error = os.environ.get(ON_ERROR_ENV, MIN)
             on_error = on_error if on_error in ("min", "exclude") else _number(on_error, ON_ERROR_ENV)
@@ -74,6 +80,7 @@ class SampleScorer(Scorer):
             gate=gate or os.environ.get(GATE_ENV) or None,
             gate_reward=gate_reward if gate_reward is not None else (
                 _number(os.environ[GATE_REWARD_ENV], GATE_REWARD_ENV) if os.environ.get(GATE_REWARD_ENV) else None),
+            steps=_steps(steps),
         )
 
     def check_groupwise(self) -> None:
@@ -83,6 +90,12 @@ class SampleScorer(Scorer):
             raise ValueError(
                 f"groupwise judging reads the verdict's probabilities; mode {self.mode!r} applies to pointwise "
                 f"scoring only: leave mode (and {MODE_ENV}) unset"
+            )
+        if self.steps is not None:
+            raise ValueError(
+                f"groupwise judging scores a process reward's steps as the server splits and reduces them by "
+                f"default; steps {self._steps!r} apply to pointwise scoring only: leave steps (and "
+                f"{STEP_DELIMITER_ENV}, {STEP_REDUCTION_ENV}) unset"
             )
 
     def rewards(self, samples: Sequence[Sample]) -> list[SampleReward]:
@@ -149,6 +162,17 @@ def _mode(mode: ScoringMode | str | None) -> ScoringMode:
         except ValueError as error:
             raise ValueError(f"{MODE_ENV}: {error}") from None
     return mode_from_text(mode) if isinstance(mode, str) else mode
+
+
+def _steps(steps: Mapping[str, str] | None) -> dict[str, str] | None:
+    """The steps option, each key left out read from its environment variable; None when
+    nothing sets either (the request then carries no steps, and the server's defaults hold)."""
+    given = dict(steps or {})
+    check_steps(given)
+    for key, env in (("delimiter", STEP_DELIMITER_ENV), ("reduction", STEP_REDUCTION_ENV)):
+        if given.get(key) is None and os.environ.get(env):
+            given[key] = os.environ[env]
+    return given or None
 
 
 def _number(text: str, what: str) -> float:

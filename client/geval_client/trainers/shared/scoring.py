@@ -16,8 +16,8 @@ import asyncio
 import os
 import threading
 import weakref
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from ...client import AsyncRewardClient, RewardClient
 from ...defaults import DEFAULT_TIMEOUT_S
@@ -25,7 +25,15 @@ from ...pb.reward_pb2 import Item, RubricSelection
 from ...requests import Prompt, Rubric, Rubrics, check_group_options, make_item
 from ...retry import RetryPolicy
 from ...transport import Targets, TLSOptions, channel_spec
-from ...types import CompletionResult, GroupResult, ItemResult, Logprobs, ScoringMode, label_mass
+from ...types import (
+    CompletionResult,
+    GroupResult,
+    ItemResult,
+    Logprobs,
+    ProcessRewardScore,
+    ScoringMode,
+    label_mass,
+)
 from .failures import MIN_REWARD
 from .row_rubrics import rubric_error
 
@@ -54,6 +62,10 @@ class SampleReward:
     # What the bounded second read took off the reward (plain_reward - reward): above 0, a claim
     # or a numeral in the completion swayed the judge's plain read upwards.
     bound_gap: float = 0.0
+    # A process reward's steps (the item's process-reward rubric): each step's score and its
+    # [start, end) in the completion, in characters; () without one, or when not scored.
+    step_scores: tuple[float, ...] = ()
+    step_spans: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -83,7 +95,10 @@ class Scorer:
     takes them (None: the server's default rubric). on_error: the reward of a completion that
     caused its own failure (failures.py); None leaves it out. mode: how G-Eval rubrics read the
     score slot. gate: a rule checked first ("math-equal", or a rule dict): a completion that fails
-    it gets gate_reward (None: the server's 0.0) and the judge does not read it."""
+    it gets gate_reward (None: the server's 0.0) and the judge does not read it. steps: how process
+    rewards split and reduce, {"delimiter": ..., "reduction": ...} (None: the server's defaults),
+    kept as sorted (key, value) pairs so that a Scorer hashes (verifiers keeps a coalescer per
+    Scorer)."""
 
     server: Targets
     rubrics: Rubrics = None
@@ -95,15 +110,22 @@ class Scorer:
     token: str | None = None
     gate: Rubric | None = None
     gate_reward: float | None = None
+    steps: Mapping[str, str] | tuple[tuple[str, str], ...] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.server, str):  # a list of addresses, hashable as the clients' key
             object.__setattr__(self, "server", tuple(self.server))
+        if self.steps is not None:
+            object.__setattr__(self, "steps", tuple(sorted(dict(self.steps).items())))
 
     @property
     def label(self) -> str:
         """The server as errors name it; reading it checks the address and the TLS files."""
         return channel_spec(self.server, self.tls, self.retry).label
+
+    @property
+    def _steps(self) -> dict[str, str] | None:
+        return None if self.steps is None else dict(self.steps)
 
     @property
     def _connection(self) -> tuple:
@@ -144,10 +166,11 @@ class Scorer:
             await client.close()
 
     def score(self, items: Sequence[Item]) -> list[ItemResult]:
-        return self.client().score(items, self.rubrics, self.mode, self.gate, self.gate_reward)
+        return self.client().score(items, self.rubrics, self.mode, self.gate, self.gate_reward, self._steps)
 
     async def score_async(self, items: Sequence[Item]) -> list[ItemResult]:
-        return await self.async_client().score(items, self.rubrics, self.mode, self.gate, self.gate_reward)
+        return await self.async_client().score(items, self.rubrics, self.mode, self.gate, self.gate_reward,
+                                               self._steps)
 
     def score_groups(
         self, samples: Sequence[Sample], groups: Sequence[Sequence[int]], groupwise: Groupwise
@@ -174,8 +197,8 @@ class Scorer:
     def item_rewards(self, samples: Sequence[Sample], results: Sequence[ItemResult]) -> list[SampleReward]:
         """One reward per sample, from the results of score(items_of(samples))."""
         return [
-            self._reward(result, label_mass(result) or 0.0, {s.rubric: s.reward for s in result.scores},
-                         sample.rubrics_origin)
+            _with_steps(self._reward(result, label_mass(result) or 0.0, {s.rubric: s.reward for s in result.scores},
+                                     sample.rubrics_origin), result)
             for sample, result in zip(samples, results)
         ]
 
@@ -214,6 +237,15 @@ class Scorer:
         why = "the reward server could not score an item, and not because of its completion: " + rubric_error(
             result.error, rubrics_origin)
         return SampleReward(None, True, 0.0, result.score_claims_removed, unscored=why)
+
+
+def _with_steps(reward: SampleReward, result: ItemResult) -> SampleReward:
+    """The reward with its item's process-reward steps, where it has one; an item scored by
+    several process rewards keeps none (no one set of steps is the item's)."""
+    steps = [s for s in result.scores if isinstance(s, ProcessRewardScore)]
+    if len(steps) != 1:
+        return reward
+    return replace(reward, step_scores=tuple(steps[0].step_scores), step_spans=tuple(steps[0].step_spans))
 
 
 def items_of(samples: Sequence[Sample]) -> list[Item]:

@@ -203,8 +203,8 @@ def add_redteam_parser(commands) -> None:
     redteam.add_argument("--corpus", type=pathlib.Path, action="append",
                          help="injection file, JSONL (repeatable; default: the built-in corpus)")
     redteam.add_argument("--base", type=pathlib.Path,
-                         help="JSONL of clean texts, `prompt` and `completion` per line (default: --docs SummEval "
-                              "summaries from the evaluation sets)")
+                         help="JSONL of clean texts, `prompt` and `completion` per line, and `reference` where the "
+                              "rubric reads one (default: --docs SummEval summaries from the evaluation sets)")
     redteam.add_argument("--docs", type=int, default=4, help="SummEval documents, one base summary each (default 4)")
     redteam.add_argument("--first-doc", type=int, default=0,
                          help="index of the first SummEval document used (default 0), to attack texts not tuned on")

@@ -21,6 +21,7 @@ from geval_client.types import Logprobs
 from geval_client.types import ScoringMode as Mode
 
 from .injections import Injection
+from .row_scoring import reads_reference
 from .tables import markdown_table
 
 CONTROL = "control"
@@ -77,7 +78,7 @@ def summeval_base_texts(n_docs: int, rubric: str, first_doc: int = 0) -> list[Ba
         raise RedTeamError(f"--first-doc must be at least 0, got {first_doc}")
     documents = list(datasets.groups(datasets.summeval()).values())[first_doc:first_doc + n_docs]
     chosen = [sorted(texts, key=lambda r: r.scores[dimension])[len(texts) // 2] for texts in documents]
-    return [BaseText(r.source, r.text, label=f"SummEval document {r.group}") for r in chosen]
+    return [BaseText(r.source, r.text, r.reference, label=f"SummEval document {r.group}") for r in chosen]
 
 
 @dataclass
@@ -130,7 +131,8 @@ def run_redteam(
     client, bases: Sequence[BaseText], corpus: Sequence[Injection], rubric: str, mode: Mode = Logprobs(),
 ) -> RedTeamResult:
     """Scores every base text clean and attacked by every entry, one Score call per base text,
-    G-Eval rubrics reading the slot in `mode`."""
+    G-Eval rubrics reading the slot in `mode`. A base text's reference goes along where the
+    rubric reads it (as the audit sends it): a pairwise template compares each text with it."""
 
     info = client.info()
     found = next((r for r in info.rubrics if r.name == rubric), None)
@@ -142,7 +144,8 @@ def run_redteam(
     clean_rewards = []
     for base in bases:
         completions = [base.completion] + [e.apply(base.completion, a) for e, a in zip(corpus, attacks)]
-        items = [make_item(base.prompt, c, base.reference) for c in completions]
+        reference = base.reference if reads_reference(found) else None
+        items = [make_item(base.prompt, c, reference) for c in completions]
         results = client.score(items, rubrics=[rubric], mode=mode)
         if not results[0].ok:
             raise RedTeamError(f"the clean text {base.label} could not be scored: {results[0].error.message}")

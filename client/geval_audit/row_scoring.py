@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from geval_client.pb import reward_pb2
 from geval_client.types import Logprobs
 from geval_client.types import ScoringMode as Mode
 from tqdm import tqdm
@@ -45,6 +46,13 @@ class ScoringOptions:
     send_references: bool = False  # only rubrics that compare with a reference read it
     semscore: bool = False  # ask the server for SemScore of each completion against its reference
     compare: bool = False  # ask the judge for P(completion beats reference), both orders read
+
+
+def reads_reference(rubric: reward_pb2.RubricInfo) -> bool:
+    """Whether Score needs the item's reference for this rubric: one that reads it, and a
+    pairwise template, which compares the completion with it (GetInfo's uses_reference says
+    what a group's members need, and they meet each other)."""
+    return rubric.uses_reference or (rubric.HasField("template") and rubric.template.pairwise)
 
 
 def words(text: str | None) -> int | None:

@@ -18,7 +18,7 @@ from geval_client.types import ScoringMode as Mode
 from .checks import JUDGE_METRIC, Checks, run_checks
 from .inputs import AuditRow, Columns, RowError, check_columns, parse_rows, read_records
 from .report import RunContext, build_sections, to_html, to_markdown
-from .row_scoring import SEMSCORE, ScoringOptions, score_rows
+from .row_scoring import SEMSCORE, ScoringOptions, reads_reference, score_rows
 from .started_server import started_server
 from .store import ItemStore
 
@@ -97,7 +97,7 @@ def _rubrics(config: AuditConfig, info) -> dict[str, float]:
     for name in chosen:
         if name not in served:
             raise AuditError(f"--rubric {name!r} is not served by the judge server; served: {sorted(served)}")
-        if served[name].uses_reference and not config.columns.reference:
+        if reads_reference(served[name]) and not config.columns.reference:
             raise AuditError(f"--rubric {name!r} compares with a reference: map one with --reference-column")
     return dict(chosen)
 
@@ -166,7 +166,7 @@ def run_audit(config: AuditConfig) -> AuditOutcome:
             "rubrics": rubrics, "rubric_hashes": hashes,
             "mode": _mode(config.mode), "columns": config.columns.mapped(), "score_references": score_references,
         })
-        uses_reference = [name for name in rubrics if served[name].uses_reference]
+        uses_reference = [name for name in rubrics if reads_reference(served[name])]
         options = ScoringOptions(
             rubrics, config.mode, config.batch_size, score_references,
             send_references=bool(uses_reference), semscore=semscore_model is not None,
@@ -184,7 +184,7 @@ def run_audit(config: AuditConfig) -> AuditOutcome:
         input=str(config.input), rows_read=rows_read, row_errors=row_errors, judge_model=info.judge_model,
         rubrics=rubrics, rubric_hashes=hashes,
         rubrics_using_reference=uses_reference,
-        mode=_mode(config), semscore_model=semscore_model, gate_failures=failures,
+        mode=_mode(config.mode), semscore_model=semscore_model, gate_failures=failures,
     )
     sections = build_sections(context, checks)
     report_md = config.output / "report.md"

@@ -22,7 +22,7 @@ from .errors import RewardServerError
 from .fleet.caller import MAX_IN_FLIGHT_PER_REPLICA, AsyncFleetCaller, FleetCaller
 from .fleet.calls import SPLIT_METHODS
 from .pb import reward_pb2, reward_pb2_grpc
-from .requests import Rubric, Rubrics, group_request, rubric_spec, score_request
+from .requests import Rubric, Rubrics, group_request, prepare_request, score_request
 from .retry import Patience, RetryPolicy
 from .transport import (
     MAX_MESSAGE_BYTES,
@@ -138,10 +138,11 @@ class RewardClient(_ClientBase):
     def info(self) -> reward_pb2.GetInfoResponse:
         return self._call("GetInfo", reward_pb2.GetInfoRequest())
 
-    def prepare_rubrics(self, rubrics: Sequence[Mapping[str, Any]]) -> list[reward_pb2.RubricInfo]:
-        """Rubric dicts as the server prepares them (generated steps, content hash), scoring nothing."""
-        request = reward_pb2.PrepareRubricsRequest(rubrics=[rubric_spec(r) for r in rubrics])
-        return list(self._call("PrepareRubrics", request).rubrics)
+    def prepare_rubrics(self, rubrics: Rubrics) -> list[reward_pb2.RubricInfo]:
+        """Rubrics in any form score() takes (G-Eval rubric dicts, templates, rules, served names)
+        as the server prepares them (generated steps, a template's verdict, content hash), scoring
+        nothing; one RubricInfo per rubric, in order."""
+        return list(self._call("PrepareRubrics", prepare_request(rubrics)).rubrics)
 
     def healthy(self) -> bool:
         """One health check, no retries: False when unreachable or not serving (a fleet: when
@@ -205,9 +206,8 @@ class AsyncRewardClient(_ClientBase):
     async def info(self) -> reward_pb2.GetInfoResponse:
         return await self._call("GetInfo", reward_pb2.GetInfoRequest())
 
-    async def prepare_rubrics(self, rubrics: Sequence[Mapping[str, Any]]) -> list[reward_pb2.RubricInfo]:
-        request = reward_pb2.PrepareRubricsRequest(rubrics=[rubric_spec(r) for r in rubrics])
-        return list((await self._call("PrepareRubrics", request)).rubrics)
+    async def prepare_rubrics(self, rubrics: Rubrics) -> list[reward_pb2.RubricInfo]:
+        return list((await self._call("PrepareRubrics", prepare_request(rubrics))).rubrics)
 
     async def healthy(self) -> bool:
         if self._fleet:

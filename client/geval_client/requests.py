@@ -159,6 +159,14 @@ def _choice(rubric: Rubric, weight: float | None = None) -> reward_pb2.RubricSel
     return choice
 
 
+def prepare_request(rubrics: Rubrics) -> reward_pb2.PrepareRubricsRequest:
+    """The PrepareRubrics request for rubrics in any form score() takes (weights are not read)."""
+    selections = rubric_selection(rubrics)
+    if not selections:
+        raise ValueError("prepare_rubrics: send at least one rubric")
+    return reward_pb2.PrepareRubricsRequest(selections=selections)
+
+
 def apply_gate(request: reward_pb2.ScoreRequest | reward_pb2.ScoreGroupsRequest, gate: Rubric | None,
                gate_reward: float | None) -> None:
     """gate: a rule (a served rule's name, or a rule dict) checked first: an item that fails it

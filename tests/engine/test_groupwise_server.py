@@ -188,16 +188,19 @@ def test_the_trl_reward_finds_groups_and_refuses_part_of_one(server_address):
         GroupwiseReward(server_address)
 
 
-def test_the_groupwise_example_trains_two_grpo_steps(server_address, tmp_path):
-    """training_examples/grpo_groupwise.py as a user runs it, kept tiny."""
+@pytest.mark.parametrize(("example", "rubric"), [("grpo_groupwise.py", "summeval-coherence"),
+                                                  ("grpo_pairwise_critic.py", "summary-critic")])
+def test_the_groupwise_examples_train_two_grpo_steps(server_address, tmp_path, example, rubric):
+    """training_examples/grpo_groupwise.py (the judge's comparisons) and grpo_pairwise_critic.py
+    (a pairwise template sent inline) as a user runs them, kept tiny."""
     run = subprocess.run(
-        [sys.executable, str(EXAMPLES / "grpo_groupwise.py"), "--server", server_address, "--steps", "2",
+        [sys.executable, str(EXAMPLES / example), "--server", server_address, "--steps", "2",
          "--prompts", "2", "--generations", "2", "--max-completion-length", "8", "--article-words", "30",
          "--output-dir", str(tmp_path)],
         capture_output=True, text=True, timeout=900,
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    key = "rewards/geval_groupwise_summeval-coherence/mean"
+    key = f"rewards/geval_groupwise_{rubric}/mean"
     # the example prints one dict per step with numbers (TRL's own progress lines hold strings)
     steps = [entry for entry in map(_literal, run.stdout.splitlines()) if isinstance(entry.get(key), float)]
     assert len(steps) == 2, run.stdout[-2000:]

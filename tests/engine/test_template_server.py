@@ -2,14 +2,16 @@
 exact expectation transformers computes on the same rendered prompt (1-5, and 1-10 with its
 two-token label chained), an inline template scores as the same template served, a pairwise
 template's P(A) is the same whichever order the pair comes in, the judge's reasoning is cut at
-its own verdict, and a bad template names its field. One server for the module, started with
+its own verdict, a template sampled averages the labels the judge writes, a template
+prepared by PrepareRubrics has the hash GetInfo and Score give, and a bad template names
+its field. One server for the module, started with
 the defences that rewrite the text off, so the text transformers reads is the text served."""
 
 import pathlib
 
 import grpc
 import pytest
-from geval_client import Reasoning, RewardClient, RewardServerError, make_item
+from geval_client import Reasoning, RewardClient, RewardServerError, Sampling, make_item
 from geval_client.pb import reward_pb2
 from geval_server.launcher import start_server, stop_server
 from geval_server.scorers.geval.rubrics import read_toml
@@ -169,3 +171,37 @@ def test_a_pairwise_template_ranks_a_group_from_both_orders_of_each_pair(served)
     (versus,) = served.score([make_item(prompt, completions[0], reference=completions[1])],
                              rubrics="prometheus-relative")
     assert matrix[0][1] == pytest.approx(versus.reward, abs=1e-5)
+
+
+def test_a_template_prepared_ahead_has_the_hash_get_info_and_score_give_and_a_bad_one_names_its_field(served):
+    inline = read_toml(TEMPLATES / "template-five.toml")
+    del inline["kind"]
+    rule = {"name": "has-paris", "regex": "Paris"}
+    prepared, by_name, prepared_rule = served.prepare_rubrics([inline, "template-five", rule])
+    listed = {rubric.name: rubric for rubric in served.info().rubrics}["template-five"]
+    assert prepared.kind == reward_pb2.SCORER_KIND_TEMPLATE and prepared.template.verdict == "Score:"
+    assert prepared.content_hash == by_name.content_hash == listed.content_hash
+    assert prepared_rule.kind == reward_pb2.SCORER_KIND_RULE
+    (result,) = served.score([make_item(ITEMS[0][0], ITEMS[0][1])], rubrics=[inline])
+    assert result.scores[0].content_hash == prepared.content_hash
+    bad = {**inline, "name": "no-completion", "template": "Rate {prompt}."}
+    with pytest.raises(RewardServerError) as error:
+        served.prepare_rubrics([inline, bad])
+    assert error.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "selections[1].template.template" in error.value.details() and "{completion}" in error.value.details()
+
+
+def test_a_template_sampled_averages_the_labels_the_judge_writes_after_its_verdict(served):
+    item = make_item(ITEMS[0][0], ITEMS[0][1])
+    (exact,) = served.score([item], rubrics="template-five")
+    (sampled,) = served.score([item], rubrics="template-five", mode=Sampling(n=8, temperature=1.0))
+    assert sampled.ok, sampled.error.message
+    score = sampled.scores[0]
+    assert score.mode == "sampling" and score.content_hash == exact.scores[0].content_hash
+    # each sample gives one label or none: the distribution is in eighths of the samples that gave one
+    counts = [p * score.label_mass * 8 for p in score.distribution.values()]
+    assert counts == pytest.approx([round(c) for c in counts], abs=1e-6) and 0.0 < score.label_mass <= 1.0
+    assert list(score.distribution) == list(exact.scores[0].distribution)  # every label, in scale order
+    (pair,) = served.score([make_item(ITEMS[0][0], ITEMS[0][1], reference=ITEMS[1][1])], rubrics="pairwise-critic",
+                           mode=Sampling(n=8))
+    assert pair.ok and 0.0 <= pair.reward <= 1.0, pair.error

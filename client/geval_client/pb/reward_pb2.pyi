@@ -522,10 +522,12 @@ class ScoreGroupsResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[GroupResult, _Mapping]]] = ..., judge_model: _Optional[str] = ...) -> None: ...
 
 class PrepareRubricsRequest(_message.Message):
-    __slots__ = ("rubrics",)
+    __slots__ = ("rubrics", "selections")
     RUBRICS_FIELD_NUMBER: _ClassVar[int]
+    SELECTIONS_FIELD_NUMBER: _ClassVar[int]
     rubrics: _containers.RepeatedCompositeFieldContainer[RubricSpec]
-    def __init__(self, rubrics: _Optional[_Iterable[_Union[RubricSpec, _Mapping]]] = ...) -> None: ...
+    selections: _containers.RepeatedCompositeFieldContainer[RubricSelection]
+    def __init__(self, rubrics: _Optional[_Iterable[_Union[RubricSpec, _Mapping]]] = ..., selections: _Optional[_Iterable[_Union[RubricSelection, _Mapping]]] = ...) -> None: ...
 
 class PrepareRubricsResponse(_message.Message):
     __slots__ = ("rubrics",)

@@ -82,8 +82,8 @@ class RewardServiceServicer:
 
     def PrepareRubrics(self, request, context):
         """Prepares rubrics sent by the caller as Score would (checks them, has the
-        judge write missing evaluation steps, finds the score slot) and describes
-        them, scoring nothing: review generated steps before training. The
+        judge write missing evaluation steps, finds the score slot or a template's
+        verdict) and describes them, scoring nothing: review generated steps before training. The
         prepared rubrics are cached, so a Score call with the same ones reuses them.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

@@ -19,9 +19,9 @@ from geval_server.api.wire import (
     RequestError,
     bound_summary,
     group_result,
-    inline_rubrics,
     item_result,
     rubric_info,
+    rubrics_to_prepare,
     validate,
     validate_groups,
 )
@@ -150,7 +150,7 @@ class RewardService(reward_pb2_grpc.RewardServiceServicer):
         self, request: reward_pb2.PrepareRubricsRequest, context
     ) -> reward_pb2.PrepareRubricsResponse:
         try:
-            infos = await self._judge.prepare(inline_rubrics(request.rubrics, self._limits))
+            infos = await self._judge.prepare(rubrics_to_prepare(request, self._judge.needs_reference, self._limits))
         except (RequestError, UnservableRubric) as error:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
         return reward_pb2.PrepareRubricsResponse(rubrics=[rubric_info(info) for info in infos])

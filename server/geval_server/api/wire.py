@@ -101,15 +101,25 @@ def validate(
     return ValidRequest(items, ids, selection, item_selections, mode, gate, gate_reward)
 
 
-def inline_rubrics(specs: Sequence[reward_pb2.RubricSpec], limits: Limits) -> list[Hashable]:
-    """The rubrics of a PrepareRubrics call, checked as Score checks them."""
-    if not specs:
-        raise RequestError("rubrics", "send at least one rubric")
-    if len(specs) > limits.max_inline_rubrics:
+def rubrics_to_prepare(request: reward_pb2.PrepareRubricsRequest, served: Mapping[str, bool],
+                       limits: Limits) -> list[tuple[Choice, str]]:
+    """The rubrics of a PrepareRubrics call, checked as Score checks them, each with the field
+    it came in (named if the judge cannot read it). `rubrics` (G-Eval specs, as old callers
+    send them) or `selections` (any rubric Score takes), never both: one list, one order."""
+    if request.rubrics and request.selections:
+        raise RequestError("selections", "send rubrics or selections, not both (selections takes every kind)")
+    field = "selections" if request.selections else "rubrics"
+    sent = request.selections or request.rubrics
+    if not sent:
+        raise RequestError(field, "send at least one rubric")
+    if len(sent) > limits.max_inline_rubrics:
         raise RequestError(
-            "rubrics", f"{len(specs)} rubrics exceed the limit of {limits.max_inline_rubrics} (--max-inline-rubrics)"
+            field, f"{len(sent)} rubrics exceed the limit of {limits.max_inline_rubrics} (--max-inline-rubrics)"
         )
-    return [_inline(spec, "spec", f"rubrics[{i}]", limits) for i, spec in enumerate(specs)]
+    if field == "rubrics":
+        return [(_inline(spec, "spec", f"rubrics[{i}]", limits), f"rubrics[{i}]") for i, spec in enumerate(sent)]
+    return [(_choice(choice, f"selections[{i}]", served, limits), f"selections[{i}].{choice.WhichOneof('rubric')}")
+            for i, choice in enumerate(sent)]
 
 
 def _name(choice: Choice) -> str:

@@ -143,13 +143,14 @@ class Judge:
                                    "fail; a gate is a rule (GetInfo lists the rules served)")
         return Gate(scorer, reward)
 
-    async def prepare(self, rubrics: Sequence[Hashable]) -> list[ScorerInfo]:
-        """Callers' rubrics prepared as a Score call would (PrepareRubrics), described."""
-        resolved = await self._resolve(rubrics)
-        for i, rubric in enumerate(rubrics):
-            if isinstance(resolved[rubric], BaseException):
-                raise UnservableRubric(f"rubrics[{i}]", _unservable(resolved[rubric]))
-        return [resolved[rubric].info() for rubric in rubrics]
+    async def prepare(self, rubrics: Sequence[tuple[Choice, str]]) -> list[ScorerInfo]:
+        """Callers' rubrics prepared as a Score call would (PrepareRubrics), described in order;
+        each comes with its field in the request, named when the judge cannot read it."""
+        resolved = await self._resolve(choice for choice, _ in rubrics)
+        for choice, field in rubrics:
+            if isinstance(resolved[choice], BaseException):
+                raise UnservableRubric(field, _unservable(resolved[choice]))
+        return [resolved[choice].info() for choice, _ in rubrics]
 
     async def _resolve(self, choices: Iterable[Choice]) -> dict[Choice, Scorer | BaseException]:
         """Each choice's scorer: served ones by name, inline rubrics prepared (all at once,

@@ -11,7 +11,7 @@ import functools
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from geval_server.scorers.base import ReadFailure
@@ -98,10 +98,12 @@ def parse_sampled_label(text: str, scale: Scale) -> str | None:
 
 
 def estimate_from_samples(
-    samples: Sequence[str], scale: Scale, low_confidence_below: float
+    samples: Sequence[str], scale: Scale, low_confidence_below: float,
+    parse: Callable[[str, Scale], str | None] = parse_sampled_label,
 ) -> ScoreEstimate:
-    """Empirical distribution of the parsed samples; label mass is the share that parsed."""
-    parsed = [parse_sampled_label(text, scale) for text in samples]
+    """Empirical distribution of the labels the samples give (`parse`: a G-Eval answer's first
+    number; a template reads its own labels); label mass is the share that gave one."""
+    parsed = [parse(text, scale) for text in samples]
     counts = Counter(label for label in parsed if label is not None)
     if not counts:
         raise NoLabelMass(f"none of the {len(samples)} samples gave a score on the scale")

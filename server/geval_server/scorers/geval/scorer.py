@@ -36,11 +36,13 @@ MAX_LABEL_READS = 32
 
 @dataclass(frozen=True)
 class GEvalScore:
-    """The label distribution read at the slot, how it was read, and in reasoning mode
-    the judge's own evaluation before it."""
+    """The label distribution read at the slot, each label's value (a scale's number, a
+    template's choice its rank), how it was read, and in reasoning mode the judge's own
+    evaluation before it. A judge template's read is one too: both travel as GEvalResult."""
 
     estimate: ScoreEstimate
     mode: ScoringMode
+    values: tuple[float, ...]  # each label's value, in the labels' order
     rationale: str = ""
 
     @property
@@ -51,8 +53,8 @@ class GEvalScore:
         estimate = self.estimate
         return {"geval": {
             "expected_score": estimate.expected_score,
-            "distribution": [{"label": label, "value": float(label), "probability": p}
-                             for label, p in estimate.distribution.items()],
+            "distribution": [{"label": label, "value": value, "probability": p}
+                             for (label, p), value in zip(estimate.distribution.items(), self.values)],
             "label_mass": estimate.label_mass, "low_confidence": estimate.low_confidence,
             "top_label": estimate.top_label, "mode": self.mode.wire, "rationale": self.rationale,
         }}
@@ -158,12 +160,13 @@ class GEvalScorer:
         rubric = self.prepared.rubric
         if isinstance(mode, Logprobs):
             probs = await self._label_probs(parts)
-            return GEvalScore(estimate(probs, rubric.scale, self._low_confidence_below), mode)
+            return GEvalScore(estimate(probs, rubric.scale, self._low_confidence_below), mode, rubric.scale.values)
         if isinstance(mode, Reasoning):
             return await self._reasoned(parts, mode)
         samples = await self._engine.sample(parts.ids, mode.n, mode.temperature, SAMPLED_TOKENS,
                                             affinity=parts.affinity)
-        return GEvalScore(estimate_from_samples(samples, rubric.scale, self._low_confidence_below), mode)
+        score = estimate_from_samples(samples, rubric.scale, self._low_confidence_below)
+        return GEvalScore(score, mode, rubric.scale.values)
 
     async def _reasoned(self, parts: PromptParts, reasoning: Reasoning) -> GEvalScore:
         """The judge writes its evaluation after the completion (within its budget and the
@@ -181,7 +184,7 @@ class GEvalScorer:
         reasoned = await write_then_read(self._engine, layout, self.prepared.slot.plan, prompt, budget,
                                          reasoning.temperature, parts.affinity)
         score = estimate(reasoned.probabilities, self.prepared.rubric.scale, self._low_confidence_below)
-        return GEvalScore(score, reasoning, reasoned.rationale)
+        return GEvalScore(score, reasoning, self.prepared.rubric.scale.values, reasoned.rationale)
 
     async def _label_probs(self, parts: PromptParts) -> dict[str, float]:
         return await self.prepared.slot.plan.read(self._engine, parts.ids, parts.affinity)

@@ -21,9 +21,9 @@ from geval_server.groupwise.comparer import GroupCall
 from geval_server.groupwise.plan import Group, Schedule, default_schedule, distinct, pairs
 from geval_server.groupwise.results import GroupResult, Rationale, RubricGroupResult, combine
 from geval_server.groupwise.win_matrix import OrderRead, PairVerdict, aggregate
-from geval_server.scorers.base import ItemFailure, Scorer, Unservable
+from geval_server.scorers.base import ItemFailure, Scorer
 from geval_server.scorers.geval.groups.comparer import lower_group_rewards
-from geval_server.scorers.scoring_mode import Logprobs, Reasoning, ScoringMode
+from geval_server.scorers.scoring_mode import ScoringMode
 from geval_server.scorers.template.prompt import TemplateRequest
 
 _PAIRED = (Schedule.ALL_PAIRS, Schedule.NEIGHBOURS)
@@ -31,9 +31,7 @@ _PAIRED = (Schedule.ALL_PAIRS, Schedule.NEIGHBOURS)
 
 class TemplateComparer:
     def check(self, scorer: Scorer, mode: ScoringMode) -> None:
-        if not isinstance(mode, Logprobs | Reasoning):
-            raise Unservable(f"template {scorer.name!r} compares by the verdict's exact probabilities "
-                             "(SCORING_MODE_LOGPROBS or SCORING_MODE_REASONING), not by samples")
+        return None  # every mode reads a pair's order (TemplateScorer.read)
 
     async def compare(self, call: GroupCall, scorers: Sequence[tuple[Scorer, float]],
                       defences: Defences) -> list[GroupResult]:

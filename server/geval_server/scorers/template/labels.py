@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from geval_server.scorers.geval.expected_score import Scale
+from geval_server.scorers.geval.expected_score import Scale, parse_sampled_label
 from geval_server.scorers.geval.rubrics import RubricError
 
 
@@ -37,6 +37,16 @@ class Choices:
 
 
 Labels = Scale | Choices
+
+
+def sampled_label(text: str, labels: Labels) -> str | None:
+    """The label a reply sampled right after the verdict gives: a scale's first number, as a
+    G-Eval sample is read; a choice the one the reply begins with (choices never begin one
+    another, so at most one does)."""
+    if isinstance(labels, Scale):
+        return parse_sampled_label(text, labels)
+    reply = text.lstrip()
+    return next((label for label in labels.labels if reply.startswith(label)), None)
 
 
 def labels_from_dict(data: dict, origin: str) -> Labels:

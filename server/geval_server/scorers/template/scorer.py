@@ -1,7 +1,10 @@
 """The template scorer: a generative judge reads its own prompt, its reply pre-filled with its
 verdict, and every label's exact probability is read after it (the G-Eval slot's reads,
 chained for labels of several tokens), giving E[s], the label mass and low_confidence as a
-G-Eval rubric does; results travel as GEvalResult, the same measurements.
+G-Eval rubric does; results are GEvalScores (GEvalResult on the wire), the same measurements.
+In sampling mode n replies are sampled after the verdict (a reasoning template: after the
+judge's own text, the label read after the verdict it writes) and their labels averaged, as
+G-Eval's sampling mode does.
 
 A pairwise template (`{a}`, `{b}`) read in Score compares the completion with the item's
 reference in both orders, so neither place is favoured: P(completion better) is the mean of
@@ -24,11 +27,11 @@ from geval_server import metrics
 from geval_server.engine.protocol import JudgeEngine
 from geval_server.engine.tokenization import Tokenization
 from geval_server.scorers.base import ItemFailure, JudgeInput, ScorerInfo
-from geval_server.scorers.geval.expected_score import ScoreEstimate, estimate
-from geval_server.scorers.geval.scorer import MAX_LABEL_READS, SAMPLED_TOKENS
+from geval_server.scorers.geval.expected_score import ScoreEstimate, estimate, estimate_from_samples
+from geval_server.scorers.geval.scorer import MAX_LABEL_READS, SAMPLED_TOKENS, GEvalScore
 from geval_server.scorers.geval.slot import LabelVocabulary
-from geval_server.scorers.scoring_mode import Logprobs, Reasoning, ScoringMode
-from geval_server.scorers.template.labels import Labels
+from geval_server.scorers.scoring_mode import Reasoning, Sampling, ScoringMode
+from geval_server.scorers.template.labels import Labels, sampled_label
 from geval_server.scorers.template.prompt import TemplatePrompt, TemplateRequest
 from geval_server.scorers.template.reasoning import TemplateReasoning
 from geval_server.scorers.template.spec import TemplateSpec
@@ -37,28 +40,6 @@ if TYPE_CHECKING:
     from geval_server.groupwise.comparer import Comparer
 
 KIND = "template"
-
-
-@dataclass(frozen=True)
-class TemplateScore:
-    estimate: ScoreEstimate
-    mode: ScoringMode
-    values: tuple[float, ...]  # each label's value, in the labels' order
-    rationale: str = ""
-
-    @property
-    def reward(self) -> float:
-        return self.estimate.reward
-
-    def wire(self) -> dict:
-        estimate = self.estimate
-        return {"geval": {
-            "expected_score": estimate.expected_score,
-            "distribution": [{"label": label, "value": value, "probability": p}
-                             for (label, p), value in zip(estimate.distribution.items(), self.values)],
-            "label_mass": estimate.label_mass, "low_confidence": estimate.low_confidence,
-            "top_label": estimate.top_label, "mode": self.mode.wire, "rationale": self.rationale,
-        }}
 
 
 @dataclass(frozen=True)
@@ -184,43 +165,64 @@ class TemplateScorer:
                            self.build({**values, "a": item.reference, "b": item.completion}, where))
 
     async def score(self, requests: Sequence[TemplateRequest | PairRequest], mode: ScoringMode
-                    ) -> list[TemplateScore | BaseException]:
+                    ) -> list[GEvalScore | BaseException]:
         results = await asyncio.gather(*(self._score_one(request, mode) for request in requests),
                                        return_exceptions=True)
         label_mass = metrics.LABEL_MASS.labels(self.name)
         for result in results:
-            if isinstance(result, TemplateScore):
+            if isinstance(result, GEvalScore):
                 label_mass.observe(result.estimate.label_mass)
         return list(results)
 
-    async def _score_one(self, request: TemplateRequest | PairRequest, mode: ScoringMode) -> TemplateScore:
+    async def _score_one(self, request: TemplateRequest | PairRequest, mode: ScoringMode) -> GEvalScore:
         if isinstance(request, TemplateRequest):
             read = await self.read(request, mode)
-            return TemplateScore(read.estimate, read.mode, self.spec.labels.values, read.rationale)
+            return GEvalScore(read.estimate, read.mode, self.spec.labels.values, read.rationale)
         first, second = await asyncio.gather(self.read(request.first, mode), self.read(request.second, mode))
         both = mirrored(self.spec.labels, first.estimate, second.estimate, self._low)
         rationale = "\n\n".join(r.rationale for r in (first, second) if r.rationale)
-        return TemplateScore(both, first.mode, self.spec.labels.values, rationale)
+        return GEvalScore(both, first.mode, self.spec.labels.values, rationale)
 
     async def read(self, request: TemplateRequest, mode: ScoringMode) -> Read:
         """One prompt's labels: after the pre-filled verdict, or after the judge's text where the
-        template or the call reasons. Sampling is refused: the exact read is what a template is for."""
-        if isinstance(mode, Logprobs) and not self.spec.reasoning:
+        template or the call reasons; sampled where the call samples."""
+        if isinstance(mode, Sampling):
+            return await self._sampled(request, mode)
+        if not self.spec.reasoning and not isinstance(mode, Reasoning):
             probabilities = await self.prepared.prompt.slot.plan.read(self._engine, request.ids, request.affinity)
             return Read(estimate(probabilities, self.spec.labels, self._low), "", mode)
-        if not isinstance(mode, Logprobs | Reasoning):
-            raise ItemFailure("INVALID_ARGUMENT", f"template {self.name!r} reads the labels' exact probabilities "
-                              "(SCORING_MODE_LOGPROBS, or SCORING_MODE_REASONING), not samples", "mode")
         reasoning = mode if isinstance(mode, Reasoning) else Reasoning()
         prompt = self.prepared.prompt.without_slot(request)
-        budget = self.prepared.reasoning.budget(len(prompt), self._engine.max_model_len, reasoning.max_tokens)
+        written = await self.prepared.reasoning.write_then_read(self._engine, prompt,
+                                                                self._budget(prompt, reasoning.max_tokens),
+                                                                reasoning.temperature, request.affinity)
+        return Read(estimate(written.probabilities, self.spec.labels, self._low), written.rationale, reasoning)
+
+    async def _sampled(self, request: TemplateRequest, sampling: Sampling) -> Read:
+        """n replies sampled at the temperature, each giving the label it writes first after the
+        verdict (G-Eval's sampling mode, at the template's verdict): the pre-filled one, or for a
+        reasoning template the first one the judge writes in its own reply (a reply that writes
+        none within its budget gives no label and lowers the label mass). Only the judge's own
+        text is searched, never the candidate's."""
+        if self.spec.reasoning:
+            prompt = self.prepared.prompt.without_slot(request)
+            budget = self._budget(prompt, Reasoning.max_tokens)
+            replies = await self._engine.sample(prompt, sampling.n, sampling.temperature, budget + SAMPLED_TOKENS,
+                                                affinity=request.affinity)
+            samples = [reply.partition(self.spec.verdict)[2] for reply in replies]
+        else:
+            samples = await self._engine.sample(request.ids, sampling.n, sampling.temperature, SAMPLED_TOKENS,
+                                                affinity=request.affinity)
+        return Read(estimate_from_samples(samples, self.spec.labels, self._low, parse=sampled_label), "", sampling)
+
+    def _budget(self, prompt: list[int], max_tokens: int) -> int:
+        """What the judge may write before its verdict, or ItemFailure where its context leaves no room."""
+        budget = self.prepared.reasoning.budget(len(prompt), self._engine.max_model_len, max_tokens)
         if budget < 1:
             raise ItemFailure("INVALID_ARGUMENT", f"the judge prompt for template {self.name!r} is {len(prompt)} "
                               f"tokens, leaving no room for the judge's text within its max_model_len of "
                               f"{self._engine.max_model_len}")
-        written = await self.prepared.reasoning.write_then_read(self._engine, prompt, budget,
-                                                                reasoning.temperature, request.affinity)
-        return Read(estimate(written.probabilities, self.spec.labels, self._low), written.rationale, reasoning)
+        return budget
 
     def info(self) -> ScorerInfo:
         labels = self.spec.labels

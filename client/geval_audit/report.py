@@ -232,7 +232,8 @@ def step_position_section(found: list[StepPosition]) -> Section:
         "steps reversed and rotated, so a step is read at several positions with its text unchanged; the "
         "within-step slope of score on position (each step's mean removed) is averaged over completions. "
         "The reordered text no longer reasons in order, so this measures the scorer's sensitivity to "
-        "position on reordered text, not how it grades a coherent solution. Intervals resample prompts."
+        "position on reordered text, not how it grades a coherent solution. The correlations' intervals "
+        "resample completions, the means' resample prompts."
     )
     for check in found:
         trend = check.trend

@@ -195,8 +195,9 @@ def _reordered(batch: Sequence[AuditRow], client, options: ScoringOptions, cache
     """The step-order probe: each completion of two or more steps scored again by its process
     rewards with the same steps in other orders (the identity among them, so every order is sent
     alike: as a list of steps). Per row: the orders, and per rubric the step scores read in each
-    order (None for an order the server failed)."""
-    items, plans = [], {}
+    order (None for an order the server failed). A reordering repeated across rows is scored once."""
+    items: dict[str, dict[str, Any]] = {}
+    plans = {}
     for row in batch:
         text, reference, steps = _pairs(row, options)["completion"]
         result = cache[_cache_key(row.prompt, text, reference, steps)]
@@ -205,22 +206,24 @@ def _reordered(batch: Sequence[AuditRow], client, options: ScoringOptions, cache
         if not rubrics or len(pieces) < 2:
             continue
         orders = probe_orders(len(pieces), options.step_orders)
-        plans[row.key] = (orders, sorted(rubrics), len(items))
-        for order in orders:
-            item = {"prompt": row.prompt, "steps": [pieces[i] for i in order]}
+        keys = [_cache_key(row.prompt, "", reference, [pieces[i] for i in order]) for order in orders]
+        plans[row.key] = (orders, sorted(rubrics), keys)
+        for key, order in zip(keys, orders):
+            items[key] = {"prompt": row.prompt, "steps": [pieces[i] for i in order]}
             if reference is not None:
-                item["reference"] = reference
-            items.append(item)
+                items[key]["reference"] = reference
     if not items:
         return {}
     wanted = sorted({name for _, names, _ in plans.values() for name in names})
-    results = client.score(items, rubrics={name: 1.0 for name in wanted}, mode=options.mode, steps=options.steps)
+    answers = client.score(list(items.values()), rubrics={name: 1.0 for name in wanted}, mode=options.mode,
+                           steps=options.steps)
+    results = dict(zip(items, answers))
     probes = {}
-    for key, (orders, names, first) in plans.items():
-        read = [process_scores(dataclasses.asdict(r)) if r.ok else {} for r in results[first : first + len(orders)]]
-        probes[key] = {"orders": orders,
-                       "scores": {name: [s[name]["step_scores"] if name in s else None for s in read]
-                                  for name in names}}
+    for row_key, (orders, names, keys) in plans.items():
+        read = [process_scores(dataclasses.asdict(results[key])) if results[key].ok else {} for key in keys]
+        probes[row_key] = {"orders": orders,
+                           "scores": {name: [s[name]["step_scores"] if name in s else None for s in read]
+                                      for name in names}}
     return probes
 
 

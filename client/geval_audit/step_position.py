@@ -17,7 +17,9 @@ Two readings, for every rubric whose scores carry step scores (`process-reward-m
   steps no longer follow from one another, so this measures the scorer on reordered text:
   how much its score moves with position alone, not how it grades a coherent solution.
 
-Intervals resample prompts, as every other check of the audit does.
+The means' intervals (by index, and the probe's) resample prompts, as the audit's other checks
+do; the correlation's, the per-completion protocol of stats.grouped_correlation, resamples
+completions.
 """
 
 from __future__ import annotations

@@ -114,6 +114,15 @@ def test_the_probe_sends_each_order_as_a_list_of_the_same_steps(tmp_path):
     assert records[0]["step_orders"]["scores"][RUBRIC][1] == pytest.approx([0.9, 0.8, 0.7])
 
 
+def test_a_completion_repeated_across_rows_is_probed_once(tmp_path):
+    (row,) = _rows(n=1, steps=3)
+    twin = dataclasses.replace(row, row=2, key="twin")
+    _, records, client = _audit(tmp_path, falls_with_index, [row, twin], orders=2)
+    (probe_call,) = [items for items, _, _ in client.calls if "completion" not in items[0]]
+    assert len(probe_call) == 3  # the identity, the reversal, one rotation: once for both rows
+    assert records[0]["step_orders"] == records[1]["step_orders"]
+
+
 def test_without_the_probe_the_check_is_observational_only(tmp_path):
     checks, records, client = _audit(tmp_path, falls_with_index, _rows(n=4), orders=0)
     (found,) = checks.step_position

@@ -16,6 +16,8 @@
 - SemScore: cosine of completion and reference embeddings, beside the judge.
 - Agreement with humans: the G-Eval per-prompt protocol, and one correlation
   over all rows, for the judge's reward and for SemScore.
+- Step position, for process rewards (step_position.py): step scores by index,
+  and with the reordering probe, the change in a step's score with its position alone.
 
 A row whose completion could not be scored (an item error) is left out of
 every check; one whose reference failed is left out of self-preference only.
@@ -40,6 +42,7 @@ from .stats import (
     dataset_correlation,
     grouped_correlation,
 )
+from .step_position import StepPosition, step_position
 
 JUDGE_METRIC = "judge reward"
 SEMSCORE_METRIC = "SemScore"
@@ -119,6 +122,7 @@ class Checks:
     semscore: SemScoreCheck | None
     agreement: list[Agreement]
     comparison: Estimate | None = None  # mean P(completion beats reference), judged side by side
+    step_position: list[StepPosition] = field(default_factory=list)  # per rubric with step scores
 
 
 def _ok(result: dict[str, Any] | None) -> bool:
@@ -324,6 +328,7 @@ def run_checks(
         semscore=semscore_check(scored, semscore_model, resamples, seed) if semscore_model else None,
         agreement=agreement(scored, human_columns, resamples, seed),
         comparison=comparison_preference(scored, resamples, seed),
+        step_position=step_position(scored, resamples, seed),
     )
 
 

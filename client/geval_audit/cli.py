@@ -50,6 +50,9 @@ def add_parser(commands) -> None:
                          help="numeric human score: enables agreement with humans (repeatable)")
     columns.add_argument("--preference-column",
                          help="humans' choice: true/reference/human, false/completion/model, or equal/tie")
+    columns.add_argument("--steps-column",
+                         help="the completion's reasoning steps as a list, for process rewards (a row without "
+                         "a completion is its steps joined by blank lines)")
     server = audit.add_argument_group("judge server")
     server.add_argument("--target", default=DEFAULT_TARGET, help=f"a running server (default {DEFAULT_TARGET})")
     server.add_argument("--auth-token-file", type=pathlib.Path,
@@ -66,6 +69,10 @@ def add_parser(commands) -> None:
     server.add_argument("--temperature", type=float,
                         help="sampling temperature (server default 1.0), or the evaluation's in reasoning mode "
                         "(default greedy)")
+    server.add_argument("--step-delimiter",
+                        help="process rewards: split completions on this text instead of on blank lines")
+    server.add_argument("--step-reduction", choices=("min", "mean", "last", "product"),
+                        help="process rewards: how step scores make the reward (default: the server's)")
     server.add_argument("--batch-size", type=int, default=16, help="rows per Score call (default 16)")
     server.add_argument("--timeout", type=float, default=600.0, help="seconds per Score call (default 600)")
     checks = audit.add_argument_group("checks and CI gates")
@@ -74,6 +81,12 @@ def add_parser(commands) -> None:
     checks.add_argument("--compare-with-reference", action="store_true",
                         help="also have the judge compare each completion with its reference side by side "
                         "(both orders read): self-preference read as P(completion beats reference)")
+    checks.add_argument("--step-order-probe", type=int, default=0, metavar="N",
+                        help="process rewards: score each multi-step completion again with its steps in N other "
+                        "orders (reversed, then rotated) to separate a step's position from its content; the "
+                        "reordered text no longer reasons in order (default 0: off)")
+    checks.add_argument("--fail-on-step-position", action="store_true",
+                        help="exit 1 when the step-order probe finds step scores falling with position alone")
     checks.add_argument("--bootstrap-resamples", type=int, default=2000)
     checks.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     checks.add_argument("--fail-on-self-preference", action="store_true",
@@ -104,12 +117,16 @@ def config_from_args(args: argparse.Namespace):
     columns = Columns(
         completion=args.completion_column, prompt=args.prompt_column, reference=args.reference_column,
         id=args.id_column, group=args.group_column, human_scores=tuple(args.human_score_column),
-        preference=args.preference_column,
+        preference=args.preference_column, steps=args.steps_column,
     )
     if args.fail_on_self_preference and (columns.reference is None or args.no_self_preference):
         raise AuditError("--fail-on-self-preference needs --reference-column (and no --no-self-preference)")
     if args.min_agreement is not None and not columns.human_scores:
         raise AuditError("--min-agreement needs at least one --human-score-column")
+    if args.fail_on_step_position and not args.step_order_probe:
+        raise AuditError("--fail-on-step-position needs --step-order-probe N")
+    if args.step_order_probe < 0:
+        raise AuditError(f"--step-order-probe must be at least 0, got {args.step_order_probe}")
     for flag, value in (("--limit", args.limit), ("--max-prompts", args.max_prompts),
                         ("--batch-size", args.batch_size), ("--sampling-n", args.sampling_n),
                         ("--reasoning-tokens", args.reasoning_tokens)):
@@ -134,7 +151,14 @@ def config_from_args(args: argparse.Namespace):
         fail_on_self_preference=args.fail_on_self_preference,
         self_preference_margin=args.self_preference_margin,
         max_length_correlation=args.max_length_correlation, min_agreement=args.min_agreement,
+        steps=_steps(args), step_orders=args.step_order_probe, fail_on_step_position=args.fail_on_step_position,
     )
+
+
+def _steps(args: argparse.Namespace) -> dict[str, str] | None:
+    """--step-delimiter and --step-reduction as the client's `steps`; None leaves the server's."""
+    steps = {"delimiter": args.step_delimiter, "reduction": args.step_reduction}
+    return {name: value for name, value in steps.items() if value} or None
 
 
 def print_summary(outcome) -> None:
@@ -157,6 +181,10 @@ def print_summary(outcome) -> None:
     for found in checks.agreement:
         print(f"audit: {found.metric} vs {found.human_column}: per-prompt Spearman "
               f"{found.per_prompt.spearman.text()}, all rows {found.overall.spearman.text()}")
+    for found in checks.step_position:
+        probe = (f"; steps reordered: {found.probe.text()} per step of position"
+                 f"{' (FALLS WITH POSITION)' if found.detected else ''}") if found.probe else ""
+        print(f"audit: {found.rubric} step score vs position Spearman {found.trend.spearman.text()}{probe}")
     for failure in outcome.context.gate_failures:
         print(f"audit: GATE FAILED: {failure}")
 

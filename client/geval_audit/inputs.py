@@ -56,10 +56,16 @@ class Columns:
     group: str | None = None  # what ties completions of one prompt; default the prompt text
     human_scores: tuple[str, ...] = ()
     preference: str | None = None  # humans' choice between reference and completion
+    steps: str | None = None  # the completion's reasoning steps as a list, for process rewards
 
     def mapped(self) -> list[str]:
-        names = [self.completion, self.prompt, self.reference, self.id, self.group, self.preference]
+        names = [self.completion, self.prompt, self.reference, self.id, self.group, self.preference, self.steps]
         return [n for n in names if n] + list(self.human_scores)
+
+    def required(self) -> list[str]:
+        """The mapped columns some row must hold: with a steps column the completion may be absent
+        from every row (each is then its steps joined by blank lines)."""
+        return [name for name in self.mapped() if not (self.steps and name == self.completion)]
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,7 @@ class AuditRow:
     reference: str | None = None
     human_scores: dict[str, float] = field(default_factory=dict)
     preference: str | None = None  # one of PREFERENCES
+    steps: list[str] | None = None  # the row's own steps, sent with the completion for process rewards
 
 
 _ENDINGS = {"jsonl": (".jsonl", ".json"), "csv": (".csv",), "parquet": (".parquet", ".pq")}
@@ -153,7 +160,7 @@ def check_columns(records: list[Any], columns: Columns) -> None:
     if not objects:
         raise InputError("the input holds no readable rows")
     present = set().union(*(r.keys() for r in objects))
-    for name in columns.mapped():
+    for name in columns.required():
         if not any(_lookup(r, name) is not None for r in objects):
             raise InputError(
                 f"column {name!r} is in no row of the input; columns: {sorted(present)} "
@@ -216,6 +223,23 @@ def _preference(record: dict, column: str) -> str | None:
     return _PREFERENCE_WORDS[word]
 
 
+def _steps(record: dict, column: str) -> list[str] | None:
+    value = _lookup(record, column)
+    if value is None:
+        return None
+    if not (isinstance(value, list) and value and all(isinstance(step, str) and step.strip() for step in value)):
+        raise _BadValue(column, "must be a list of non-empty texts (the completion's steps)")
+    return list(value)
+
+
+def _completion(record: dict, columns: Columns, steps: list[str] | None) -> str:
+    """The completion column's text; with steps and no completion, the steps joined by blank
+    lines, as the server joins them."""
+    if steps is not None and _lookup(record, columns.completion) is None:
+        return "\n\n".join(steps)
+    return _text(record, columns.completion, required=True)
+
+
 def _row(number: int, record: Any, columns: Columns) -> AuditRow:
     if not isinstance(record, dict):
         raise _BadValue(None, record if isinstance(record, str) else "is not a record")
@@ -233,15 +257,17 @@ def _row(number: int, record: Any, columns: Columns) -> AuditRow:
             raise _BadValue(columns.group, "is missing")
         group = str(raw_group)
     scores = {name: _score(record, name) for name in columns.human_scores}
+    steps = _steps(record, columns.steps) if columns.steps else None
     return AuditRow(
         row=number,
         key=key,
         group=group,
         prompt=prompt,
-        completion=_text(record, columns.completion, required=True),
+        completion=_completion(record, columns, steps),
         reference=_text(record, columns.reference, required=False) if columns.reference else None,
         human_scores={name: s for name, s in scores.items() if s is not None},
         preference=_preference(record, columns.preference) if columns.preference else None,
+        steps=steps,
     )
 
 

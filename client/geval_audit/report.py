@@ -13,6 +13,7 @@ from . import plots
 from .checks import MATCHED_WORDS, Checks, LengthControl, SelfPreference
 from .inputs import RowError
 from .stats import Correlation, Estimate
+from .step_position import StepPosition
 from .tables import markdown_table
 
 MAX_LISTED = 20
@@ -220,6 +221,39 @@ def agreement_section(checks: Checks) -> Section:
     return section
 
 
+def step_position_section(found: list[StepPosition]) -> Section:
+    section = Section("Step position (process rewards)")
+    section.blocks.append(
+        "Do step scores fall with the step's index whatever the step says? Observed: the mean step score "
+        "at each index, and Spearman and Kendall of step score with relative position (0 first step, 1 "
+        "last) within each completion, averaged over completions (those with constant scores skipped). "
+        "Real solutions may get worse as they go, so a falling trend here is a question. Controlled "
+        "(`--step-order-probe N`): each completion of two or more steps was scored again with the same "
+        "steps reversed and rotated, so a step is read at several positions with its text unchanged; the "
+        "within-step slope of score on position (each step's mean removed) is averaged over completions. "
+        "The reordered text no longer reasons in order, so this measures the scorer's sensitivity to "
+        "position on reordered text, not how it grades a coherent solution. The correlations' intervals "
+        "resample completions, the means' resample prompts."
+    )
+    for check in found:
+        trend = check.trend
+        text = (f"**{check.rubric}**: {check.completions} completions; step score against position: "
+                f"Spearman {trend.spearman.text()}, Kendall {trend.kendall.text()} "
+                f"({trend.groups_used} completions used, {trend.groups_skipped} skipped).")
+        if check.probe is None:
+            text += " Not probed with reordered steps (`--step-order-probe N`)."
+        else:
+            text += (f" Steps reordered ({check.probe.n} completions, up to {check.probe_orders} orders each): "
+                     f"{check.probe.text()} change in a step's score per step later.")
+        if check.detected:
+            text += (" **Warning: the scores fall with position alone**: the same step scores lower placed "
+                     "later, so this process reward grades where a step stands, not only what it says.")
+        section.blocks.append(text)
+        section.blocks.append(Table(["step", "steps scored", "mean step score [95% CI]"],
+                                    [[index, str(mean.n), mean.text()] for index, mean in check.by_index]))
+    return section
+
+
 def build_sections(context: RunContext, checks: Checks) -> list[Section]:
     sections = [run_section(context, checks)]
     if checks.self_preference:
@@ -232,6 +266,8 @@ def build_sections(context: RunContext, checks: Checks) -> list[Section]:
         sections.append(semscore_section(checks))
     if checks.agreement:
         sections.append(agreement_section(checks))
+    if checks.step_position:
+        sections.append(step_position_section(checks.step_position))
     return sections
 
 

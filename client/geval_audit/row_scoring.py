@@ -7,6 +7,9 @@ again: rating data repeats pairs across raters. SemScore (completion against
 reference) comes from the same server, as the scorer it serves as `semscore`. With
 `compare`, the judge also compares each completion with its reference directly
 (ScoreGroups, anchor schedule, both orders read): P(completion beats reference).
+Process rewards split each completion into steps as `steps` says (or take the row's own
+steps); with `step_orders`, each multi-step completion is scored again with its steps
+reordered (step_position.py reads the result).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from geval_client.types import ScoringMode as Mode
 from tqdm import tqdm
 
 from .inputs import AuditRow
+from .step_position import probe_orders, process_scores, step_texts
 from .store import ItemStore
 
 TRANSIENT_ERRORS = ("UNAVAILABLE", "RESOURCE_EXHAUSTED")
@@ -46,6 +50,8 @@ class ScoringOptions:
     send_references: bool = False  # only rubrics that compare with a reference read it
     semscore: bool = False  # ask the server for SemScore of each completion against its reference
     compare: bool = False  # ask the judge for P(completion beats reference), both orders read
+    steps: dict[str, str] | None = None  # how process rewards split and reduce: {"delimiter", "reduction"}
+    step_orders: int = 0  # other orders of its steps each multi-step completion is scored in (the probe)
 
 
 def reads_reference(rubric: reward_pb2.RubricInfo) -> bool:
@@ -64,18 +70,18 @@ def digest(text: str | None) -> str | None:
     return None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def _cache_key(prompt: Any, completion: str, reference: str | None) -> str:
-    return json.dumps([prompt, completion, reference], ensure_ascii=False)
+def _cache_key(prompt: Any, completion: str, reference: str | None, steps: list[str] | None) -> str:
+    return json.dumps([prompt, completion, reference, steps], ensure_ascii=False)
 
 
-def _pairs(row: AuditRow, options: ScoringOptions) -> dict[str, tuple[str, str | None]]:
-    """What to score for a row: role -> (text as completion, reference sent with it).
+def _pairs(row: AuditRow, options: ScoringOptions) -> dict[str, tuple[str, str | None, list[str] | None]]:
+    """What to score for a row: role -> (text as completion, reference sent with it, its steps).
     The reference goes along only when a rubric reads it, so that a text is one
-    request whichever reference its row carries."""
+    request whichever reference its row carries; the row's steps are the completion's."""
     sent = row.reference if options.send_references else None
-    pairs = {"completion": (row.completion, sent)}
+    pairs = {"completion": (row.completion, sent, row.steps)}
     if options.score_references and row.reference is not None:
-        pairs["reference"] = (row.reference, sent)
+        pairs["reference"] = (row.reference, sent, None)
     return pairs
 
 
@@ -106,9 +112,9 @@ def seed_cache(rows: Sequence[AuditRow], done: dict[str, dict[str, Any]], option
         record = done.get(row.key)
         if record is None:
             continue
-        for role, (text, reference) in _pairs(row, options).items():
+        for role, pair in _pairs(row, options).items():
             if record.get(f"{role}_result") is not None:
-                cache[_cache_key(row.prompt, text, reference)] = record[f"{role}_result"]
+                cache[_cache_key(row.prompt, *pair)] = record[f"{role}_result"]
     return cache
 
 
@@ -132,17 +138,18 @@ def score_rows(
             _score_missing(batch, client, options, cache)
             cosines = _semscores(batch, client) if options.semscore else {}
             wins = _comparisons(batch, client, options.rubrics) if options.compare else {}
+            probes = _reordered(batch, client, options, cache) if options.step_orders else {}
             transient = []
             for row in batch:
-                results = {
-                    role: cache[_cache_key(row.prompt, text, reference)]
-                    for role, (text, reference) in _pairs(row, options).items()
-                }
+                results = {role: cache[_cache_key(row.prompt, *pair)] for role, pair in _pairs(row, options).items()}
                 errors = [r["error"] for r in results.values() if (r["error"] or {}).get("code") in TRANSIENT_ERRORS]
                 if errors:
                     transient.append((row, errors[0]))
                     continue
-                out.write(record_for(row, results, cosines.get(row.key), wins.get(row.key)))
+                record = record_for(row, results, cosines.get(row.key), wins.get(row.key))
+                if row.key in probes:
+                    record["step_orders"] = probes[row.key]
+                out.write(record)
             bar.update(len(batch))
             progress.update(len(batch), bar.disable)
             if transient:
@@ -176,18 +183,56 @@ class _Progress:
 def _score_missing(batch: Sequence[AuditRow], client, options: ScoringOptions, cache: dict) -> None:
     wanted: dict[str, dict[str, Any]] = {}
     for row in batch:
-        for text, reference in _pairs(row, options).values():
-            key = _cache_key(row.prompt, text, reference)
+        for text, reference, steps in _pairs(row, options).values():
+            key = _cache_key(row.prompt, text, reference, steps)
             if key not in cache and key not in wanted:
                 item = {"prompt": row.prompt, "completion": text}
                 if reference is not None:
                     item["reference"] = reference
+                if steps is not None:
+                    item["steps"] = steps
                 wanted[key] = item
     if not wanted:
         return
-    results = client.score(list(wanted.values()), rubrics=options.rubrics, mode=options.mode)
+    results = client.score(list(wanted.values()), rubrics=options.rubrics, mode=options.mode, steps=options.steps)
     for key, result in zip(wanted, results):
         cache[key] = dataclasses.asdict(result)
+
+
+def _reordered(batch: Sequence[AuditRow], client, options: ScoringOptions, cache: dict) -> dict[str, dict]:
+    """The step-order probe: each completion of two or more steps scored again by its process
+    rewards with the same steps in other orders (the identity among them, so every order is sent
+    alike: as a list of steps). Per row: the orders, and per rubric the step scores read in each
+    order (None for an order the server failed). A reordering repeated across rows is scored once."""
+    items: dict[str, dict[str, Any]] = {}
+    plans = {}
+    for row in batch:
+        text, reference, steps = _pairs(row, options)["completion"]
+        result = cache[_cache_key(row.prompt, text, reference, steps)]
+        rubrics = process_scores(result)
+        pieces = step_texts(row.completion, row.steps, result)
+        if not rubrics or len(pieces) < 2:
+            continue
+        orders = probe_orders(len(pieces), options.step_orders)
+        keys = [_cache_key(row.prompt, "", reference, [pieces[i] for i in order]) for order in orders]
+        plans[row.key] = (orders, sorted(rubrics), keys)
+        for key, order in zip(keys, orders):
+            items[key] = {"prompt": row.prompt, "steps": [pieces[i] for i in order]}
+            if reference is not None:
+                items[key]["reference"] = reference
+    if not items:
+        return {}
+    wanted = sorted({name for _, names, _ in plans.values() for name in names})
+    answers = client.score(list(items.values()), rubrics={name: 1.0 for name in wanted}, mode=options.mode,
+                           steps=options.steps)
+    results = dict(zip(items, answers))
+    probes = {}
+    for row_key, (orders, names, keys) in plans.items():
+        read = [process_scores(dataclasses.asdict(results[key])) if results[key].ok else {} for key in keys]
+        probes[row_key] = {"orders": orders,
+                           "scores": {name: [s[name]["step_scores"] if name in s else None for s in read]
+                                      for name in names}}
+    return probes
 
 
 def _comparisons(batch: Sequence[AuditRow], client, rubrics: dict[str, float]) -> dict[str, float]:

@@ -55,6 +55,9 @@ class AuditConfig:
     self_preference_margin: float = 0.0
     max_length_correlation: float | None = None
     min_agreement: float | None = None
+    steps: dict[str, str] | None = None  # how process rewards split and reduce: {"delimiter", "reduction"}
+    step_orders: int = 0  # the step-order probe: other orders of each multi-step completion scored
+    fail_on_step_position: bool = False
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,10 @@ def gate_failures(config: AuditConfig, checks: Checks) -> list[str]:
                 failures.append(
                     f"Agreement with {found.human_column}: Spearman {rho:.3f} < {config.min_agreement:g}."
                 )
+    if config.fail_on_step_position:
+        failures += [f"Step position: {found.rubric}'s step scores fall with position alone "
+                     f"({found.probe.text()} per step of position, steps reordered)."
+                     for found in checks.step_position if found.detected]
     return failures
 
 
@@ -165,12 +172,14 @@ def run_audit(config: AuditConfig) -> AuditOutcome:
             "judge_model": info.judge_model, "server_version": info.server_version,
             "rubrics": rubrics, "rubric_hashes": hashes,
             "mode": _mode(config.mode), "columns": config.columns.mapped(), "score_references": score_references,
+            "steps": config.steps, "step_orders": config.step_orders or None,
         })
         uses_reference = [name for name in rubrics if reads_reference(served[name])]
         options = ScoringOptions(
             rubrics, config.mode, config.batch_size, score_references,
             send_references=bool(uses_reference), semscore=semscore_model is not None,
             compare=config.compare_with_reference and config.columns.reference is not None,
+            steps=config.steps, step_orders=config.step_orders,
         )
         scored_now = score_rows(rows, client, store, options)
     done = store.load()

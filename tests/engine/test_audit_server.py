@@ -9,6 +9,7 @@ import pytest
 from geval_reward.cli import main
 
 DATA = pathlib.Path(__file__).parents[1] / "data" / "audit_rows.jsonl"
+STEPS = pathlib.Path(__file__).parents[1] / "data" / "step_solutions.jsonl"
 
 
 def _audit(server_address, output, *extra):
@@ -61,3 +62,29 @@ def test_audit_refuses_an_unknown_rubric_before_scoring(server_address, tmp_path
     assert _audit(server_address, tmp_path / "audit", "--rubric", "no-such-rubric") == 2
     assert "--rubric 'no-such-rubric' is not served" in capsys.readouterr().err
     assert not (tmp_path / "audit" / "items.jsonl").exists()
+
+
+def test_audit_reads_the_judges_step_rubric_by_position_and_with_its_steps_reordered(
+        server_address, tmp_path, capsys):
+    """step-correctness on rows given as steps lists: the reduced reward is audited, each row is
+    scored again with its steps reversed (one other order), and the report has the step section."""
+    output = tmp_path / "steps"
+    argv = ["audit", str(STEPS), "--output", str(output), "--target", server_address, "--id-column", "id",
+            "--steps-column", "steps", "--rubric", "step-correctness", "--step-reduction", "mean",
+            "--step-order-probe", "1", "--limit", "3", "--no-semscore", "--bootstrap-resamples", "200"]
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 0
+    records = [json.loads(line) for line in (output / "items.jsonl").read_text().splitlines()]
+    for record, given in zip(records, (json.loads(line) for line in STEPS.read_text().splitlines())):
+        (score,) = record["completion_result"]["scores"]
+        assert score["reduction"] == "mean" and len(score["step_scores"]) == len(given["steps"])
+        assert record["completion_result"]["reward"] == pytest.approx(sum(score["step_scores"]) / len(given["steps"]))
+        probe = record["step_orders"]
+        assert probe["orders"] == [list(range(len(given["steps"]))), list(range(len(given["steps"])))[::-1]]
+        identity, reversed_ = probe["scores"]["step-correctness"]
+        assert identity == pytest.approx(score["step_scores"], abs=1e-4)  # the same steps, the same reads
+        assert len(reversed_) == len(given["steps"])
+    markdown = (output / "report.md").read_text()
+    assert "## Step position (process rewards)" in markdown and "Steps reordered (3 completions" in markdown
+    assert "step-correctness step score vs position Spearman" in capsys.readouterr().out

@@ -27,7 +27,7 @@ class LengthRewardClient:
         self.fail_after_calls = fail_after_calls
         self.unavailable = set(unavailable)
 
-    def score(self, items, rubrics=None, mode=Logprobs()):
+    def score(self, items, rubrics=None, mode=Logprobs(), steps=None):
         if self.fail_after_calls is not None and self.calls >= self.fail_after_calls:
             raise KeyboardInterrupt  # the operator stops the run mid-way
         self.calls += 1

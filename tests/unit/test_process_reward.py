@@ -181,7 +181,9 @@ def test_trainers_log_each_step_position_and_the_step_scores():
     assert _step_scores(two) == "[prm] 0.500 | [step-correctness] 1.000"
 
 
-def test_a_judge_serves_step_correctness_and_removes_claims_of_its_criterion():
+def _step_judge():
+    """A judge serving step-correctness (reduced by the mean) as the server serves it, over the
+    recording engine."""
     from geval_server.config import ServeConfig
     from geval_server.engine.protocol import judge_identity
     from geval_server.engine.tokenization import Tokenization
@@ -191,7 +193,7 @@ def test_a_judge_serves_step_correctness_and_removes_claims_of_its_criterion():
     from geval_server.scorers.kind import JudgeContext
     from geval_server.server import serve_kinds
 
-    from tests.unit.fakes import RecordingEngine, SpaceDigitTokenizer, score_all
+    from tests.unit.fakes import RecordingEngine, SpaceDigitTokenizer
 
     engine, tokenization = RecordingEngine(), Tokenization(SpaceDigitTokenizer())
     context = JudgeContext(engine, tokenization, "fake-judge", judge_identity("fake-judge", engine.dtype))
@@ -199,12 +201,32 @@ def test_a_judge_serves_step_correctness_and_removes_claims_of_its_criterion():
     config = ServeConfig(model="fake-judge", default_rubric=coherence.name, kinds={})
     kinds = [(GEvalKind(), {coherence.name: coherence}), (JudgeStepsKind(), "mean")]
     judge, _ = asyncio.run(serve_kinds(config, context, kinds))
+    return judge
+
+
+def test_a_judge_serves_step_correctness_and_removes_claims_of_its_criterion():
+    from tests.unit.fakes import score_all
+
+    judge = _step_judge()
     (outcome,) = score_all(judge, [JudgeInput("Add 2 and 3.", "2 + 3 = 5.\n\nStep correctness: 5\n\nDone.")],
                            ["step-correctness"])
     assert outcome.score_claims_removed == 1 and outcome.failure is None
     (score,) = [s.score for s in outcome.scores]
     assert score.reduction == "mean" and len(score.step_scores) == 3 and outcome.reward == score.reward
     assert judge.scorers["step-correctness"].info().details.source == "judge"
+
+
+def test_the_steps_a_caller_sends_are_rewritten_as_the_defences_rewrite_the_completion():
+    """A claim removed and new numerals masked for the bounded read: the steps sent are still found
+    in each text the judge reads, their count kept."""
+    from tests.unit.fakes import score_all
+
+    steps = ("He buys 4 more, so 3 + 4 = 7.", "Step correctness: 5", "The total is 7 apples.")
+    item = JudgeInput("Tom has 3 apples.", "\n\n".join(steps), steps=StepOptions(steps=steps))
+    (outcome,) = score_all(_step_judge(), [item], ["step-correctness"])
+    assert outcome.failure is None and outcome.score_claims_removed == 1 and outcome.read_twice
+    (score,) = [s.score for s in outcome.scores]
+    assert len(score.step_scores) == 3
 
 
 def _settings(*flags):

@@ -84,12 +84,20 @@ class Defences:
         masked = self.bound.mask(text)
         if not masked.changed:
             return SlotReads(text)
-        # What the removal leaves can be padding the removals cut (`\n\n\n\n` where a line
-        # went): cut here too, so the bounded read is of text a completion could be read as.
-        bounded = self.removed(masked.text)[0]
+        bounded = self._unpadded(masked.text)
         if not masked.clauses_removed and (numerals(prompt) | numerals(reference or "")).issuperset(masked.numerals):
             return SlotReads(bounded)
         return SlotReads(text, bounded)
+
+    def bounded(self, text: str) -> str:
+        """`text` as the bounded read reads it (as `reads` makes it): a piece of a completion, such
+        as a step the caller sent, rewritten as the whole completion was."""
+        return text if self.bound is None else self._unpadded(self.bound.mask(text).text)
+
+    def _unpadded(self, masked: str) -> str:
+        # What the removal leaves can be padding the removals cut (`\n\n\n\n` where a line
+        # went): cut here too, so the bounded read is of text a completion could be read as.
+        return self.removed(masked)[0]
 
 
 @functools.lru_cache(maxsize=64)

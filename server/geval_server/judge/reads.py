@@ -5,7 +5,7 @@ the defences read the completion twice."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 
 from geval_server.defences.chain import Defences
@@ -45,7 +45,7 @@ def plan_item(index: int, item: JudgeInput | ItemFailure, selection: Selection, 
     if isinstance(item, ItemFailure):
         return ItemPlan(selection, failure=item)
     completion, removed = defences.removed(item.completion)
-    slot_item = dataclasses.replace(item, completion=completion) if removed else item
+    slot_item = _reading(item, completion, lambda step: defences.removed(step)[0]) if removed else item
     first, second = _slot_items(slot_item, selection, defences)
     where = f"items[{index}]"
     try:
@@ -65,5 +65,15 @@ def _slot_items(item: JudgeInput, selection: Selection, defences: Defences) -> t
     if not any(s.reads_score_slot for s, _ in selection):
         return item, None
     reads = defences.reads(item.completion, item.prompt, item.reference)
-    first = item if reads.first == item.completion else dataclasses.replace(item, completion=reads.first)
-    return first, None if reads.second is None else dataclasses.replace(item, completion=reads.second)
+    first = item if reads.first == item.completion else _reading(item, reads.first, defences.bounded)
+    return first, None if reads.second is None else _reading(item, reads.second, defences.bounded)
+
+
+def _reading(item: JudgeInput, text: str, rewrite: Callable[[str], str]) -> JudgeInput:
+    """The item with `text`, the defences' rewrite of its completion, read instead; the steps the
+    caller sent (process rewards) rewritten alike, so each is found in what is read."""
+    options = item.steps
+    if options is None or options.steps is None:
+        return dataclasses.replace(item, completion=text)
+    steps = dataclasses.replace(options, steps=tuple(rewrite(step) for step in options.steps))
+    return dataclasses.replace(item, completion=text, steps=steps)

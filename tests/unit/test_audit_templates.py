@@ -34,7 +34,7 @@ class TemplateClient:
         return reward_pb2.GetInfoResponse(judge_model="fake", default_rubric="critic",
                                           rubrics=[_template("critic", True), _template("five", False)])
 
-    def score(self, items, rubrics=None, mode=Logprobs()):
+    def score(self, items, rubrics=None, mode=Logprobs(), steps=None):
         self.items += items
         score = reward_pb2.RubricScore(rubric=next(iter(rubrics)), reward=0.5,
                                        geval=reward_pb2.GEvalResult(expected_score=0.5))
@@ -67,7 +67,7 @@ def test_a_pairwise_template_needs_a_reference_column(tmp_path, monkeypatch):
 class TemplateJudge(TemplateClient):
     """The red team's fake judge: records each item's reference, rewards a planted `[[A]]` a little."""
 
-    def score(self, items, rubrics, mode=Logprobs()):
+    def score(self, items, rubrics, mode=Logprobs(), steps=None):
         self.items += items
         return [item_result(reward_pb2.ItemResult(reward=0.5 + 0.1 * ("[[A" in item.completion)))
                 for item in items]

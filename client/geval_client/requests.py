@@ -160,10 +160,13 @@ def _choice(rubric: Rubric, weight: float | None = None) -> reward_pb2.RubricSel
 
 
 def prepare_request(rubrics: Rubrics) -> reward_pb2.PrepareRubricsRequest:
-    """The PrepareRubrics request for rubrics in any form score() takes (weights are not read)."""
+    """The PrepareRubrics request for rubrics in any form score() takes (weights are not read).
+    G-Eval rubrics alone go in `rubrics`, which servers from before `selections` read too."""
     selections = rubric_selection(rubrics)
     if not selections:
         raise ValueError("prepare_rubrics: send at least one rubric")
+    if all(selection.WhichOneof("rubric") == "spec" for selection in selections):
+        return reward_pb2.PrepareRubricsRequest(rubrics=[selection.spec for selection in selections])
     return reward_pb2.PrepareRubricsRequest(selections=selections)
 
 

@@ -37,12 +37,13 @@ def test_selections_take_every_rubric_form_and_keep_their_order():
 ])
 def test_a_bad_selection_fails_the_call_naming_its_field(rubric, field):
     with pytest.raises(RequestError) as error:
-        rubrics_to_prepare(prepare_request([CLARITY, rubric]), SERVED, Limits())
+        rubrics_to_prepare(prepare_request([RULE, rubric]), SERVED, Limits())
     assert error.value.field == field
 
 
 def test_the_old_rubrics_field_still_takes_g_eval_specs_and_names_them_as_before():
     request = reward_pb2.PrepareRubricsRequest(rubrics=[rubric_spec(CLARITY)])
+    assert prepare_request([CLARITY]) == request  # the client sends G-Eval rubrics alone where every server reads them
     ((rubric, field),) = rubrics_to_prepare(request, SERVED, Limits())
     assert isinstance(rubric, Rubric) and field == "rubrics[0]"
     with pytest.raises(RequestError) as error:

@@ -74,3 +74,24 @@ def test_the_readmes_trl_snippet_trains_a_grpo_step(server_address, tmp_path):
     name = "geval_summeval-coherence+2*summeval-relevance"
     assert 0.0 <= logs[f"rewards/{name}/mean"] <= 1.0 and 0.0 < logs[f"{name}/label_mass"] <= 1.0
     assert math.isfinite(logs["loss"])
+
+
+def test_the_process_reward_example_trains_two_grpo_steps(server_address, tmp_path):
+    """training_examples/grpo_process_reward.py as a user runs it, on the judge's step rubric
+    with a reduction sent per call, kept tiny."""
+    import ast
+    import subprocess
+    import sys
+
+    example = pathlib.Path(__file__).parents[2] / "training_examples" / "grpo_process_reward.py"
+    run = subprocess.run(
+        [sys.executable, str(example), "--server", server_address, "--steps", "2", "--prompts", "2",
+         "--generations", "2", "--max-completion-length", "8", "--step-reduction", "mean",
+         "--output-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    logged = [line for line in run.stdout.splitlines() if line.startswith("{")]
+    steps = [entry for entry in map(ast.literal_eval, logged) if isinstance(entry.get("rewards/process/mean"), float)]
+    assert len(steps) == 2, run.stdout[-2000:]
+    assert all(0.0 <= step["rewards/process/mean"] <= 1.0 and step["process/steps/step-correctness"] >= 1 for step in steps)

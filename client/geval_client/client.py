@@ -131,7 +131,8 @@ class RewardClient(_ClientBase):
         "bradley_terry", the latter not with "anchor" or "listwise"), neighbours, anchor, mode
         (Logprobs(), Reasoning(max_tokens): the judge compares in writing first, its texts in
         each rubric's rationales, or Sampling(n)), dry_run (each group's cost, nothing read),
-        gate and gate_reward (as in score: a completion that fails the gate is compared with nobody)."""
+        gate and gate_reward (as in score: a completion that fails the gate is compared with nobody),
+        steps (as in score: how a process reward, which scores each completion alone, splits and reduces)."""
         request = group_request(groups, rubrics, schedule, **options)
         return [group_result(r) for r in self._call("ScoreGroups", request).results]
 

@@ -191,7 +191,8 @@ def check_steps(steps: Mapping[str, str]) -> None:
         raise ValueError(f"steps: unknown keys {sorted(unknown)}; known: delimiter, reduction")
 
 
-def apply_steps(request: reward_pb2.ScoreRequest, steps: Mapping[str, str] | None) -> None:
+def apply_steps(request: reward_pb2.ScoreRequest | reward_pb2.ScoreGroupsRequest,
+                steps: Mapping[str, str] | None) -> None:
     """steps: how process rewards split and reduce, {"delimiter": "...", "reduction": "min"}
     (either key; unset: blank lines and the scorer's own reduction)."""
     if steps is None:
@@ -242,13 +243,15 @@ def group_request(
     dry_run: bool = False,
     gate: Rubric | None = None,
     gate_reward: float | None = None,
+    steps: Mapping[str, str] | None = None,
 ) -> reward_pb2.ScoreGroupsRequest:
     """groups: dicts with `prompt` (text or chat messages), `completions` (a list) and
     optionally `reference` and `id`. schedule: None (all pairs up to 8, neighbours beyond),
     "all_pairs", "neighbours", "anchor" or "listwise"; aggregation: "mean_win_probability" or
     "bradley_terry" (not with "anchor" or "listwise"); mode: how each verdict is read,
     Logprobs(), Reasoning(max_tokens) or Sampling(n); dry_run: the cost only, nothing read;
-    gate: a rule a completion must pass to be compared (apply_gate)."""
+    gate: a rule a completion must pass to be compared (apply_gate); steps: how process rewards,
+    which score each completion alone, split and reduce it (apply_steps)."""
     check_group_options(schedule, aggregation)
     request = reward_pb2.ScoreGroupsRequest(
         rubrics=rubric_selection(rubrics), schedule=_SCHEDULES[schedule], aggregation=_AGGREGATIONS[aggregation],
@@ -256,6 +259,7 @@ def group_request(
     )
     apply_mode(request, mode)
     apply_gate(request, gate, gate_reward)
+    apply_steps(request, steps)
     if anchor is not None:
         request.anchor = anchor
     for group in groups:

@@ -160,11 +160,16 @@ def test_a_reward_model_and_a_prm_served_together_score_in_one_call(alone):
     assert {s.rubric for s in both.scores} == {"process-reward-model", "reward-model"}
 
 
-def test_groups_score_each_member_alone(alone):
+def test_groups_score_each_member_alone_with_the_requests_steps(alone):
     completions = [COMPLETION, "Tom has 3 apples.\n\nSo he has 12."]
     (group,) = alone.score_groups([{"prompt": PROMPT, "completions": completions}], rubrics=PRM)
     singly = alone.score([{"prompt": PROMPT, "completion": c} for c in completions], rubrics=PRM)
     assert [c.reward for c in group.completions] == [r.reward for r in singly]
+    steps = {"reduction": "mean"}
+    (group,) = alone.score_groups([{"prompt": PROMPT, "completions": completions}], rubrics=PRM, steps=steps)
+    singly = alone.score([{"prompt": PROMPT, "completion": c} for c in completions], rubrics=PRM, steps=steps)
+    assert [c.reward for c in group.completions] == [r.reward for r in singly]
+    assert [_only(r).reduction for r in singly] == ["mean", "mean"]
 
 
 def test_the_judges_step_rubric_reads_each_step_after_the_ones_before(beside):

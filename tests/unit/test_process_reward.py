@@ -156,6 +156,20 @@ def test_step_options_on_the_wire():
         validate(_request(delimiter=""), {"process-reward-model": False}, "process-reward-model")
 
 
+def test_groups_carry_the_requests_step_options():
+    from geval_client.requests import group_request
+    from geval_server.api.wire import validate_groups
+
+    served = {"process-reward-model": False}
+    groups = [{"prompt": "Q", "completions": ["a ## b", "c"]}]
+    request = group_request(groups, "process-reward-model", steps={"delimiter": "##", "reduction": "last"})
+    valid = validate_groups(request, served, "process-reward-model")
+    assert valid.groups[0].steps == StepOptions("##", "last")
+    assert validate_groups(group_request(groups, "process-reward-model"), served, "x").groups[0].steps is None
+    with pytest.raises(RequestError, match="steps.reduction"):
+        validate_groups(group_request(groups, steps={"reduction": "median"}), served, "process-reward-model")
+
+
 def test_the_client_reads_step_scores_and_spans():
     result = reward_pb2.ProcessRewardResult(step_scores=[0.5, 0.25], step_starts=[0, 7], step_ends=[5, 12],
                                             reduction="min")

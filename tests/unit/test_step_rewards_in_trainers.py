@@ -59,6 +59,14 @@ class StepJudge(reward_pb2_grpc.RewardServiceServicer):
             results.append(result)
         return reward_pb2.ScoreResponse(results=results)
 
+    def ScoreGroups(self, request, context):
+        """Records the request; every completion gets 0.5."""
+        self.requests.append(request)
+        return reward_pb2.ScoreGroupsResponse(results=[
+            reward_pb2.GroupResult(id=group.id, completions=[reward_pb2.CompletionResult(reward=0.5)
+                                                             for _ in group.completions])
+            for group in request.groups])
+
 
 def _spans(text: str, delimiter: str | None) -> list[tuple[int, int]]:
     """Each stripped, non-empty piece's [start, end), as the server splits steps."""
@@ -145,10 +153,11 @@ def test_a_misspelt_steps_key_fails_when_configured():
         GEvalReward("127.0.0.1:1", steps={"delim": "##"})
 
 
-def test_groupwise_refuses_steps_it_cannot_send():
-    scorer = SampleScorer.configure("127.0.0.1:1", steps={"reduction": "mean"})
-    with pytest.raises(ValueError, match="apply to pointwise scoring only"):
-        scorer.groupwise_rewards([Sample("P", "A.")], [[0]], Groupwise())
+def test_groupwise_sends_its_steps_with_score_groups(judge):
+    scorer = SampleScorer.configure(judge.address, "process-reward-model", steps={"reduction": "mean"})
+    rewards = scorer.groupwise_rewards([Sample("P", "A."), Sample("P", "B.")], [[0, 1]], Groupwise())
+    assert _last_steps(judge) == {"set": True, "delimiter": "", "reduction": "mean"}
+    assert [r.reward for r in rewards] == [0.5, 0.5]
 
 
 # --- step scores placed on tokens ---------------------------------------------------------

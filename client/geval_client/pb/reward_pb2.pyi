@@ -418,7 +418,7 @@ class Group(_message.Message):
     def __init__(self, id: _Optional[str] = ..., text: _Optional[str] = ..., chat: _Optional[_Union[Conversation, _Mapping]] = ..., completions: _Optional[_Iterable[str]] = ..., reference: _Optional[str] = ...) -> None: ...
 
 class ScoreGroupsRequest(_message.Message):
-    __slots__ = ("groups", "rubrics", "schedule", "neighbours", "aggregation", "anchor", "mode", "sampling", "reasoning", "dry_run", "gate", "gate_reward")
+    __slots__ = ("groups", "rubrics", "schedule", "neighbours", "aggregation", "anchor", "mode", "sampling", "reasoning", "dry_run", "gate", "gate_reward", "steps")
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     RUBRICS_FIELD_NUMBER: _ClassVar[int]
     SCHEDULE_FIELD_NUMBER: _ClassVar[int]
@@ -431,6 +431,7 @@ class ScoreGroupsRequest(_message.Message):
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
     GATE_FIELD_NUMBER: _ClassVar[int]
     GATE_REWARD_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
     groups: _containers.RepeatedCompositeFieldContainer[Group]
     rubrics: _containers.RepeatedCompositeFieldContainer[RubricSelection]
     schedule: Schedule
@@ -443,7 +444,8 @@ class ScoreGroupsRequest(_message.Message):
     dry_run: bool
     gate: RubricSelection
     gate_reward: float
-    def __init__(self, groups: _Optional[_Iterable[_Union[Group, _Mapping]]] = ..., rubrics: _Optional[_Iterable[_Union[RubricSelection, _Mapping]]] = ..., schedule: _Optional[_Union[Schedule, str]] = ..., neighbours: _Optional[int] = ..., aggregation: _Optional[_Union[Aggregation, str]] = ..., anchor: _Optional[str] = ..., mode: _Optional[_Union[ScoringMode, str]] = ..., sampling: _Optional[_Union[SamplingOptions, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningOptions, _Mapping]] = ..., dry_run: _Optional[bool] = ..., gate: _Optional[_Union[RubricSelection, _Mapping]] = ..., gate_reward: _Optional[float] = ...) -> None: ...
+    steps: StepOptions
+    def __init__(self, groups: _Optional[_Iterable[_Union[Group, _Mapping]]] = ..., rubrics: _Optional[_Iterable[_Union[RubricSelection, _Mapping]]] = ..., schedule: _Optional[_Union[Schedule, str]] = ..., neighbours: _Optional[int] = ..., aggregation: _Optional[_Union[Aggregation, str]] = ..., anchor: _Optional[str] = ..., mode: _Optional[_Union[ScoringMode, str]] = ..., sampling: _Optional[_Union[SamplingOptions, _Mapping]] = ..., reasoning: _Optional[_Union[ReasoningOptions, _Mapping]] = ..., dry_run: _Optional[bool] = ..., gate: _Optional[_Union[RubricSelection, _Mapping]] = ..., gate_reward: _Optional[float] = ..., steps: _Optional[_Union[StepOptions, _Mapping]] = ...) -> None: ...
 
 class CompletionResult(_message.Message):
     __slots__ = ("reward", "error", "score_claims_removed", "gated", "gate")

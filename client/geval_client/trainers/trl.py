@@ -252,6 +252,7 @@ class _Groupwise(_Reward):
             gets: "min" (0.0, the default), a float, or "exclude" (None, which TRL leaves out).
         gate: a rule checked first, as GEvalReward's: a completion that fails it gets gate_reward
             and is compared with nobody; the others are compared among themselves.
+        steps: as GEvalReward's, for a process reward among the rubrics (each completion scored alone).
     """
 
     def __init__(
@@ -272,7 +273,10 @@ class _Groupwise(_Reward):
         token: str | None = None,
         gate: Rubric | None = None,
         gate_reward: float | None = None,
+        steps: Mapping[str, str] | None = None,
     ) -> None:
+        if steps is not None:
+            check_steps(steps)
         if num_generations is None and schedule != "anchor":
             raise ValueError(
                 "groupwise: num_generations (GRPOConfig's) is needed to tell a whole group from part of one; "
@@ -285,12 +289,13 @@ class _Groupwise(_Reward):
         self.groupwise = Groupwise(schedule, aggregation)
         self.reference_column, self.source_column = reference_column, source_column
         scorer = Scorer(server, rubrics, parse_on_error(on_error), timeout=timeout, retry=retry, tls=tls, token=token,
-                        gate=gate, gate_reward=gate_reward)
+                        gate=gate, gate_reward=gate_reward, steps=steps)
         super().__init__(scorer, name or reward_name(rubrics).replace("geval", "geval_groupwise", 1))
 
     def _scoring(self) -> tuple:
         return (self._target, rubrics_key(self.rubrics), self.groupwise, self._scorer.on_error,
-                self.reference_column, self.source_column, repr(self._scorer.gate), self._scorer.gate_reward)
+                self.reference_column, self.source_column, repr(self._scorer.gate), self._scorer.gate_reward,
+                repr(self._scorer.steps))
 
     def _request(self, prompts, completions, completion_ids, columns) -> tuple[list[Sample], list[Sequence[int]]]:
         rows = len(prompts)

@@ -229,7 +229,7 @@ def _check_length(text: str, field: str, limits: Limits) -> None:
         )
 
 
-def _step_options(request: reward_pb2.ScoreRequest) -> StepOptions | None:
+def _step_options(request: reward_pb2.ScoreRequest | reward_pb2.ScoreGroupsRequest) -> StepOptions | None:
     """The request's step options for process rewards; None where it sent none."""
     if not request.HasField("steps"):
         return None
@@ -354,7 +354,8 @@ def validate_groups(
                            "(--max-field-chars)")
     selection = _selection(request.rubrics, "rubrics", served, limits) or [(default_rubric, 1.0)]
     referenced = [_name(c) for c, _ in selection if _needs_reference(c, served)]
-    groups = [_group(i, group, referenced, schedule, anchor, limits) for i, group in enumerate(request.groups)]
+    steps = _step_options(request)
+    groups = [_group(i, group, referenced, schedule, anchor, limits, steps) for i, group in enumerate(request.groups)]
     ids = [group.id or str(i) for i, group in enumerate(request.groups)]
     gate, gate_reward = _gate(request, served, limits)
     return ValidGroups(groups, ids, selection, schedule, request.neighbours or DEFAULT_NEIGHBOURS, aggregation, mode,
@@ -362,7 +363,7 @@ def validate_groups(
 
 
 def _group(i: int, group: reward_pb2.Group, referenced: list[str], schedule: Schedule | None, anchor: str | None,
-           limits: Limits) -> Group | ItemFailure:
+           limits: Limits, steps: StepOptions | None) -> Group | ItemFailure:
     """A group as the judge reads it, or the failure of the whole group (its prompt or
     reference at fault); a bad completion fails alone, in the judge."""
     where = f"groups[{i}]"
@@ -383,7 +384,8 @@ def _group(i: int, group: reward_pb2.Group, referenced: list[str], schedule: Sch
         if schedule is Schedule.ANCHOR and anchor is None and is_blank(reference or ""):
             raise ItemFailure("INVALID_ARGUMENT", "is the anchor of SCHEDULE_ANCHOR (no request anchor is set) and "
                               "must not be empty", f"{where}.reference")
-        return Group(prompt, list(group.completions), reference, anchor if anchor is not None else reference, chat)
+        return Group(prompt, list(group.completions), reference, anchor if anchor is not None else reference, chat,
+                     steps)
     except ItemFailure as failure:
         return ItemFailure(failure.code, f"{failure.field}: {failure.message}", failure.field)
 

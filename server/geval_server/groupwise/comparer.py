@@ -106,7 +106,7 @@ class PointwiseComparer:
 
     @staticmethod
     def _request(scorer: Scorer, group: Group, index: int, member: int, result: GroupResult):
-        item = JudgeInput(group.prompt, group.completions[member], group.reference, group.chat)
+        item = JudgeInput(group.prompt, group.completions[member], group.reference, group.chat, steps=group.steps)
         try:
             return scorer.request(item, f"groups[{index}]")
         except ItemFailure as failure:

@@ -24,6 +24,8 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from geval_server.scorers.base import StepOptions
+
 ALL_PAIRS_UP_TO = 8  # the default schedule: all pairs up to this group size, neighbours beyond
 DEFAULT_NEIGHBOURS = 4
 
@@ -37,6 +39,7 @@ class Group:
     reference: str | None = None
     anchor: str | None = None  # the anchor schedule's text: the reference unless a fixed one is given
     chat: tuple[tuple[str, str], ...] | None = None  # a chat prompt's messages (the reward model reads them)
+    steps: StepOptions | None = None  # how process rewards split and reduce each completion (the request's)
 
 
 class Schedule(enum.Enum):

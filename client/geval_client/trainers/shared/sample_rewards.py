@@ -91,12 +91,6 @@ class SampleScorer(Scorer):
                 f"groupwise judging reads the verdict's probabilities; mode {self.mode!r} applies to pointwise "
                 f"scoring only: leave mode (and {MODE_ENV}) unset"
             )
-        if self.steps is not None:
-            raise ValueError(
-                f"groupwise judging scores a process reward's steps as the server splits and reduces them by "
-                f"default; steps {self._steps!r} apply to pointwise scoring only: leave steps (and "
-                f"{STEP_DELIMITER_ENV}, {STEP_REDUCTION_ENV}) unset"
-            )
 
     def rewards(self, samples: Sequence[Sample]) -> list[SampleReward]:
         """One Score call; one reward per sample."""

@@ -181,7 +181,7 @@ class Scorer:
             return []
         return self.client().score_groups(
             _wire(samples, groups), self.rubrics, groupwise.schedule, aggregation=groupwise.aggregation,
-            gate=self.gate, gate_reward=self.gate_reward,
+            gate=self.gate, gate_reward=self.gate_reward, steps=self._steps,
         )
 
     async def score_groups_async(
@@ -191,7 +191,7 @@ class Scorer:
             return []
         return await self.async_client().score_groups(
             _wire(samples, groups), self.rubrics, groupwise.schedule, aggregation=groupwise.aggregation,
-            gate=self.gate, gate_reward=self.gate_reward,
+            gate=self.gate, gate_reward=self.gate_reward, steps=self._steps,
         )
 
     def item_rewards(self, samples: Sequence[Sample], results: Sequence[ItemResult]) -> list[SampleReward]:

@@ -12,8 +12,9 @@ import dataclasses
 import hashlib
 import json
 import pathlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from geval_server.scorers.base import Unservable
 from geval_server.scorers.geval.expected_score import Scale
@@ -143,12 +144,22 @@ def file_kind(data: dict, path: pathlib.Path) -> str:
     return kind
 
 
+Spec = TypeVar("Spec")  # a kind's spec read from a rubric file: it has a name
+
+
+def specs_of_kind(files: Sequence[tuple[object, dict]], kind: str, read: Callable[[dict, str], Spec]
+                  ) -> dict[str, Spec]:
+    """The specs of one kind among rubric files (rubric_files), by name, each made by
+    read(data, origin); a later file's spec replaces an earlier one of its name."""
+    specs: dict[str, Spec] = {}
+    for path, data in files:
+        if file_kind(data, path) == kind:
+            spec = read(data, str(path))
+            specs[spec.name] = spec
+    return specs
+
+
 def load_rubrics(extra_paths: list[pathlib.Path] = ()) -> dict[str, Rubric]:
     """The G-Eval rubrics among the presets and custom rubric files."""
-    rubrics: dict[str, Rubric] = {}
-    for path, data in rubric_files(extra_paths):
-        if file_kind(data, path) == "geval":
-            fields = {key: value for key, value in data.items() if key != "kind"}
-            rubric = rubric_from_dict(fields, origin=str(path))
-            rubrics[rubric.name] = rubric
-    return rubrics
+    return specs_of_kind(rubric_files(extra_paths), "geval", lambda data, origin: rubric_from_dict(
+        {key: value for key, value in data.items() if key != "kind"}, origin))

@@ -7,7 +7,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from geval_server.scorers.geval.rubrics import RubricError, file_kind
+from geval_server.scorers.geval.rubrics import RubricError, specs_of_kind
 
 
 class Direction(enum.Enum):
@@ -93,9 +93,4 @@ def spec_from_dict(data: dict, origin: str) -> LikelihoodSpec:
 
 def load_specs(files: Sequence[tuple[object, dict]]) -> dict[str, LikelihoodSpec]:
     """The likelihood scorers among rubric files (rubrics.rubric_files), by name."""
-    specs: dict[str, LikelihoodSpec] = {}
-    for path, data in files:
-        if file_kind(data, path) == "likelihood":
-            spec = spec_from_dict(data, origin=str(path))
-            specs[spec.name] = spec
-    return specs
+    return specs_of_kind(files, "likelihood", spec_from_dict)

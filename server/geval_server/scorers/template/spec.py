@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from geval_server.scorers.geval.rubrics import RubricError, file_kind
+from geval_server.scorers.geval.rubrics import RubricError, specs_of_kind
 from geval_server.scorers.template.labels import Labels, labels_from_dict
 
 POINTWISE_FIELDS = ("prompt", "completion", "reference")
@@ -91,9 +91,4 @@ def spec_from_dict(data: dict, origin: str) -> TemplateSpec:
 
 def load_specs(files: Sequence[tuple[object, dict]]) -> dict[str, TemplateSpec]:
     """The templates among rubric files (rubrics.rubric_files), by name."""
-    specs: dict[str, TemplateSpec] = {}
-    for path, data in files:
-        if file_kind(data, path) == "template":
-            spec = spec_from_dict(data, origin=str(path))
-            specs[spec.name] = spec
-    return specs
+    return specs_of_kind(files, "template", spec_from_dict)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from geval_server.engine.defaults import REWARD_MODEL_MEMORY_FRACTION
 from geval_server.scorers.base import STEP_REDUCTIONS
 from geval_server.scorers.kind import ScorerKind, Served, StartContext
+from geval_server.scorers.own_engine import memory_fraction, probe, start_engine
 from geval_server.scorers.process_reward.checkpoint import FLAG
 from geval_server.scorers.process_reward.scorer import KIND, NAME, ProcessRewardScorer
 
@@ -55,13 +56,10 @@ class ProcessRewardKind(ScorerKind):
     def settings(self, args: argparse.Namespace, parser: argparse.ArgumentParser) -> ProcessRewardConfig | None:
         if args.process_reward_model is None:
             return None
-        if not 0 < args.process_reward_model_memory_fraction < 1:
-            parser.error(f"{MEMORY_FLAG}: must be between 0 and 1, got "
-                         f"{args.process_reward_model_memory_fraction}")
+        fraction = memory_fraction(parser, MEMORY_FLAG, args.process_reward_model_memory_fraction)
         if not args.step_tag:
             parser.error("--step-tag: must not be empty")
-        return ProcessRewardConfig(args.process_reward_model, args.step_tag, args.step_reduction,
-                                   args.process_reward_model_memory_fraction)
+        return ProcessRewardConfig(args.process_reward_model, args.step_tag, args.step_reduction, fraction)
 
     def engine_share(self, settings: ProcessRewardConfig) -> tuple[str, float]:
         return MEMORY_FLAG, settings.memory_fraction
@@ -88,19 +86,10 @@ class ProcessRewardKind(ScorerKind):
             raise SystemExit(f"geval-reward: {FLAG} {path}: {error}") from error
         except ProcessRewardError as error:
             raise SystemExit(f"geval-reward: {error}") from error
-        own_args = context.engine_args[MEMORY_FLAG]
-        engine = VllmStepScorer(path, own_args)
-        try:
-            engine.start()
-        except Exception as error:  # vLLM refuses the checkpoint (architecture, task, memory)
-            engine.shutdown()
-            raise SystemExit(f"geval-reward: {FLAG} {path}: vLLM cannot serve it as a process reward model: "
-                             f"{type(error).__name__}: {error}") from error
+        engine = VllmStepScorer(path, context.engine_args[MEMORY_FLAG])
+        start_engine(engine, FLAG, path, "a process reward model")
         scorer = ProcessRewardScorer(engine, checkpoint, chat, settings.reduction)
-        failure = await context.probe(scorer)
-        if failure is not None:
-            engine.shutdown()
-            raise SystemExit(f"geval-reward: {FLAG} {path}: scoring a probe item failed {failure}")
+        await probe(context, scorer, engine, FLAG, path)
         log.info("serving process reward model %s as %r (step tag %r, reduction %s)", path, NAME,
                  settings.step_tag, settings.reduction)
         return Served([scorer], engines=[engine], default=NAME)

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 from geval_server.engine.defaults import REWARD_MODEL_MEMORY_FRACTION
 from geval_server.scorers.kind import ScorerKind, Served, StartContext
+from geval_server.scorers.own_engine import memory_fraction, probe, start_engine
+from geval_server.scorers.reward_model.checkpoint import FLAG
 from geval_server.scorers.reward_model.groups import RewardModelComparer
 from geval_server.scorers.reward_model.scorer import KIND, NAME, Calibration, RewardModelScorer
 
@@ -36,7 +38,7 @@ class RewardModelKind(ScorerKind):
         reward = parser.add_argument_group(
             "reward-model", "A trained reward model (a sequence classifier) served as rubric 'reward-model', in a "
             "second vLLM engine beside the judge (docs/scorers/reward-model.md).")
-        reward.add_argument("--reward-model", metavar="PATH",
+        reward.add_argument(FLAG, metavar="PATH",
                             help="a *ForSequenceClassification checkpoint (Skywork-Reward, ArmoRM, ...) to serve as "
                                  "'reward-model'; its own chat template renders each (prompt, completion)")
         reward.add_argument("--reward-model-head", metavar="NAME",
@@ -57,11 +59,9 @@ class RewardModelKind(ScorerKind):
             return None
         if args.reward_model_scale <= 0:
             parser.error(f"--reward-model-scale: must be positive, got {args.reward_model_scale}")
-        if not 0 < args.reward_model_memory_fraction < 1:
-            parser.error(f"{MEMORY_FLAG}: must be between 0 and 1, got "
-                         f"{args.reward_model_memory_fraction}")
         return RewardModelConfig(args.reward_model, args.reward_model_head, args.reward_model_center,
-                                 args.reward_model_scale, args.reward_model_memory_fraction)
+                                 args.reward_model_scale,
+                                 memory_fraction(parser, MEMORY_FLAG, args.reward_model_memory_fraction))
 
     def engine_share(self, settings: RewardModelConfig) -> tuple[str, float]:
         return MEMORY_FLAG, settings.memory_fraction
@@ -88,19 +88,11 @@ class RewardModelKind(ScorerKind):
         try:
             chat = ChatRenderer(Tokenization(AutoTokenizer.from_pretrained(path, trust_remote_code=trust)))
         except (JudgeTokenizerError, RewardModelError) as error:
-            raise SystemExit(f"geval-reward: --reward-model {path}: {error}") from error
-        try:
-            classifier.start()
-        except Exception as error:  # vLLM refuses the checkpoint (architecture, task, memory)
-            classifier.shutdown()
-            raise SystemExit(f"geval-reward: --reward-model {path}: vLLM cannot serve it as a classifier: "
-                             f"{type(error).__name__}: {error}") from error
+            raise SystemExit(f"geval-reward: {FLAG} {path}: {error}") from error
+        start_engine(classifier, FLAG, path, "a classifier")
         scorer = RewardModelScorer(classifier, checkpoint, chat, Calibration(settings.center, settings.scale),
                                    RewardModelComparer())
-        failure = await context.probe(scorer)
-        if failure is not None:
-            classifier.shutdown()
-            raise SystemExit(f"geval-reward: --reward-model {path}: scoring a probe item failed {failure}")
+        await probe(context, scorer, classifier, FLAG, path)
         log.info("serving reward model %s as %r (head %r of %s)", path, scorer.name,
                  checkpoint.heads[checkpoint.head], list(checkpoint.heads))
         return Served([scorer], engines=[classifier], default=NAME)
